@@ -1,0 +1,3 @@
+from hwnas.cli import main
+
+main()

@@ -1,0 +1,163 @@
+"""The `hwnas` command line: one Typer app, each sub-command a thin wrapper over a library call.
+
+User errors (`HwnasError`) print one line to stderr and exit with code 2; `--debug` shows the
+traceback instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hwnas import __version__
+from hwnas.errors import HwnasError, InputError
+
+app = typer.Typer(
+    name="hwnas",
+    help="Hardware-aware NAS: one once-for-all supernet, profiled and searched for every device.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+space_app = typer.Typer(help="Inspect and sample the OFA-MobileNetV3 search space.", no_args_is_help=True)
+app.add_typer(space_app, name="space")
+
+console = Console()
+err_console = Console(stderr=True)
+_state = {"debug": False}
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"hwnas {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                 help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
+) -> None:
+    _state["debug"] = debug
+
+
+# -- shared option helpers -------------------------------------------------------------------
+SpaceOpt = typer.Option(None, "--space", help="YAML file with ks/e/d/r choices and width_mult "
+                        "(r may be a range like '32:64:4'). Default: Once-for-All's space.")
+
+
+def _load_space(path: Optional[Path], width_mult: Optional[float] = None):
+    from hwnas.space import SearchSpace
+
+    space = SearchSpace.from_file(path) if path else SearchSpace()
+    if width_mult is not None:
+        space = SearchSpace.from_dict({**space.to_dict(), "width_mult": width_mult})
+    return space
+
+
+def _write_or_print(text: str, out: Optional[Path]) -> None:
+    if out is None:
+        sys.stdout.write(text)
+        return
+    from hwnas.fileio import atomic_write_text
+
+    atomic_write_text(out, text)
+    err_console.print(f"wrote {out}")
+
+
+# -- space -----------------------------------------------------------------------------------
+@space_app.command("info")
+def space_info(space_file: Optional[Path] = SpaceOpt,
+               as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")
+               ) -> None:
+    """Print the space's choices and its exact size."""
+    space = _load_space(space_file)
+    info = space.describe()
+    info["min_arch"] = space.min_arch().to_ofa_dict()
+    info["max_arch"] = space.max_arch().to_ofa_dict()
+    if as_json:
+        info["size"] = str(info["size"])  # exceeds JSON's safe integer range
+        info["size_per_resolution"] = str(info["size_per_resolution"])
+        typer.echo(json.dumps(info, indent=2))
+        return
+    table = Table(title="OFA-MobileNetV3 search space", show_header=False)
+    table.add_row("kernel sizes (ks)", str(list(space.ks_choices)))
+    table.add_row("expand ratios (e)", str(list(space.e_choices)))
+    table.add_row("stage depths (d)", str(list(space.d_choices)))
+    table.add_row("resolutions (r)", f"{space.r_choices[0]}..{space.r_choices[-1]} "
+                  f"({len(space.r_choices)} values)")
+    table.add_row("width multiplier", str(space.width_mult))
+    table.add_row("stages x max depth", "5 x 4 = 20 slots")
+    table.add_row("subnets per resolution", f"{space.size(True):,} ({space.stage_count()}^5)")
+    table.add_row("subnets in all", f"{space.size():,} (~{info['log10_size']:.1f} orders of 10)")
+    table.add_row("smallest", space.min_arch().describe())
+    table.add_row("largest", space.max_arch().describe())
+    console.print(table)
+
+
+class SampleFormat(str, Enum):
+    json = "json"
+    csv = "csv"
+
+
+@space_app.command("sample")
+def space_sample(
+    n: int = typer.Option(10, "-n", "--num", help="How many subnets to sample."),
+    fmt: SampleFormat = typer.Option(SampleFormat.json, "--format", help="json (OFA dicts) or csv (flat rows)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (default: fresh entropy)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write to this file instead of stdout."),
+    space_file: Optional[Path] = SpaceOpt,
+) -> None:
+    """Sample subnets uniformly over distinct networks."""
+    from hwnas.space import FLAT_COLUMNS
+
+    if n < 1:
+        raise InputError(f"-n must be at least 1, got {n}")
+    space = _load_space(space_file)
+    archs = space.sample(n, seed)
+    if fmt is SampleFormat.json:
+        text = json.dumps([json.loads(a.to_json()) for a in archs], indent=None) + "\n"
+    else:
+        lines = [",".join(FLAT_COLUMNS)] + [",".join(map(str, a.to_row())) for a in archs]
+        text = "\n".join(lines) + "\n"
+    _write_or_print(text, out)
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Entry point: user errors and usage errors become one line on stderr and exit code 2."""
+    try:
+        result = app(args=argv, standalone_mode=False)
+    except HwnasError as err:
+        if _state["debug"]:
+            raise
+        _fail(str(err), err.exit_code)
+    except typer.Abort:
+        _fail("aborted", 130)
+    except typer.TyperException as exc:  # Typer's own usage errors (bad option, unknown command)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()
+            sys.exit(0)
+        ctx = getattr(exc, "ctx", None)
+        where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        _fail(exc.format_message().splitlines()[0] + where, getattr(exc, "exit_code", 2))
+    else:
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+def _fail(message: str, code: int) -> None:
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""User-facing errors.
+
+Everything a user can cause (a bad file, an unknown device, an impossible budget) raises a
+`HwnasError` subclass whose message says what is wrong *and* how to fix it. The CLI prints that
+one line and exits with code 2; `--debug` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HwnasError",
+    "InputError",
+    "TableError",
+    "ConfigError",
+    "CheckpointError",
+    "DeviceError",
+    "BudgetError",
+    "AgentError",
+]
+
+
+class HwnasError(Exception):
+    """Base class of errors a user can cause and fix. `str(err)` is the one line the CLI prints."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None):
+        self.message = message
+        self.hint = hint
+        super().__init__(f"{message} ({hint})" if hint else message)
+
+
+class InputError(HwnasError):
+    """A value given on the command line or to a library function is not acceptable."""
+
+
+class TableError(InputError):
+    """A CSV/Parquet table is malformed; the message names the row and column."""
+
+
+class ConfigError(InputError):
+    """A YAML/JSON configuration file is missing, unreadable or invalid."""
+
+
+class CheckpointError(HwnasError):
+    """A checkpoint is missing, corrupt, or belongs to another network."""
+
+
+class DeviceError(HwnasError):
+    """A device is unknown or unavailable here."""
+
+
+class BudgetError(HwnasError):
+    """A latency (or other) budget no subnet of the space can meet."""
+
+
+class AgentError(HwnasError):
+    """A remote device agent is unreachable, refused the request, or failed."""

@@ -1,0 +1,50 @@
+"""Atomic file writes: write a temporary file beside the target, then rename over it.
+
+A crash (or Ctrl-C) mid-write leaves either the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json"]
+
+
+@contextmanager
+def atomic_path(target: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path in the target's folder; on success it is renamed onto `target`.
+
+    `suffix` lets writers that infer the format from the extension (pandas, safetensors) see it.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix + ".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def atomic_write_bytes(target: str | os.PathLike[str], data: bytes) -> None:
+    with atomic_path(target) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def atomic_write_text(target: str | os.PathLike[str], text: str) -> None:
+    atomic_write_bytes(target, text.encode("utf-8"))
+
+
+def atomic_write_json(target: str | os.PathLike[str], obj: Any) -> None:
+    atomic_write_text(target, json.dumps(obj, indent=2, sort_keys=False) + "\n")

@@ -1,0 +1,87 @@
+"""The CLI as a user runs it: real processes, real exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hwnas.space import FLAT_COLUMNS, Arch, SearchSpace, read_arch_table
+
+
+def hwnas(*args: str, check: bool = False) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "hwnas", *args], capture_output=True, text=True,
+                          timeout=120)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_version():
+    assert hwnas("--version", check=True).stdout.startswith("hwnas ")
+
+
+def test_space_info_json():
+    info = json.loads(hwnas("space", "info", "--json", check=True).stdout)
+    assert int(info["size_per_resolution"]) == 7371**5
+    assert Arch.from_ofa_dict(info["max_arch"]) == SearchSpace().max_arch()
+
+
+def test_sample_1000_csv_round_trips_through_flat_and_ofa_formats(tmp_path):
+    out = tmp_path / "s.csv"
+    hwnas("space", "sample", "-n", "1000", "--format", "csv", "--seed", "5", "--out", str(out), check=True)
+    lines = out.read_text().splitlines()
+    assert lines[0].split(",") == list(FLAT_COLUMNS) and len(lines) == 1001
+    archs, _ = read_arch_table(out, SearchSpace())
+    for line, arch in zip(lines[1:], archs):
+        row = tuple(int(v) for v in line.split(","))
+        assert arch.to_row() == row
+        assert Arch.from_ofa_dict(json.loads(json.dumps(arch.to_ofa_dict()))).to_row() == row
+    assert len({a.id for a in archs}) == 1000
+
+
+def test_sample_json_matches_csv_for_the_same_seed():
+    js = json.loads(hwnas("space", "sample", "-n", "20", "--seed", "2", check=True).stdout)
+    csv = hwnas("space", "sample", "-n", "20", "--seed", "2", "--format", "csv", check=True).stdout
+    rows = [tuple(int(v) for v in line.split(",")) for line in csv.splitlines()[1:]]
+    assert [Arch.from_ofa_dict(d).to_row() for d in js] == rows
+
+
+def test_custom_space_file(tmp_path):
+    f = tmp_path / "space.yaml"
+    f.write_text("r: '32:64:4'\nks: [3, 5]\n")
+    js = json.loads(hwnas("space", "sample", "-n", "50", "--seed", "0", "--space", str(f), check=True).stdout)
+    space = SearchSpace(ks_choices=(3, 5), r_choices=tuple(range(32, 65, 4)))
+    assert all(Arch.from_ofa_dict(d) in space for d in js)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["space", "sample", "-n", "0"], "-n must be at least 1"),
+    (["space", "sample", "--format", "xml"], "--format"),
+    (["space", "sample", "-n", "many"], "-n"),
+    (["space", "info", "--space", "/no/such.yaml"], "does not exist"),
+    (["no-such-command"], "No such command"),
+])
+def test_bad_input_gives_one_line_and_exit_2(args, message):
+    proc = hwnas(*args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_yaml_space(tmp_path):
+    f = tmp_path / "space.yaml"
+    f.write_text("ks: [4]\n")
+    proc = hwnas("space", "info", "--space", str(f))
+    assert proc.returncode == 2 and "odd" in proc.stderr
+    f.write_text("colour: blue\n")
+    proc = hwnas("space", "info", "--space", str(f))
+    assert proc.returncode == 2 and "unknown search-space keys" in proc.stderr
+
+
+def test_debug_shows_traceback():
+    proc = hwnas("--debug", "space", "info", "--space", "/no/such.yaml")
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
