@@ -50,4 +50,4 @@ class TrainProgress:
             self.progress.update(self.task, completed=f["step"], info=info)
         elif event == "epoch":
             vals = " ".join(f"{k} {v}" for k, v in f.items() if k.startswith("val_") or k.startswith("train_"))
-            self.console.print(f"[{f['phase']}] epoch {f['epoch']}: {vals} ({f['elapsed_s']} s)")
+            self.console.print(f"{f['phase']} epoch {f['epoch']}: {vals} ({f['elapsed_s']} s)", highlight=False)

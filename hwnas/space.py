@@ -231,12 +231,21 @@ class SearchSpace:
             raise ConfigError(f"unknown search-space keys {sorted(unknown)}; "
                               "allowed: ks, e, d, r, width_mult")
         default = cls()
-        r = obj.get("r", default.r_choices)
-        if isinstance(r, str):  # "32:64:4" = range 32..64 step 4, inclusive
-            r = _parse_range(r)
-        return cls(tuple(obj.get("ks", default.ks_choices)), tuple(obj.get("e", default.e_choices)),
-                   tuple(obj.get("d", default.d_choices)), tuple(r),
-                   obj.get("width_mult", default.width_mult))
+        lists = {}
+        for key, fallback in (("ks", default.ks_choices), ("e", default.e_choices),
+                              ("d", default.d_choices), ("r", default.r_choices)):
+            value = obj.get(key, fallback)
+            if key == "r" and isinstance(value, str):  # "32:64:4" = range 32..64 step 4, inclusive
+                value = _parse_range(value)
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = [value]
+            if not isinstance(value, (list, tuple)):
+                raise ConfigError(f"search-space '{key}' must be a list of integers, got {value!r}")
+            lists[key] = tuple(value)
+        width = obj.get("width_mult", default.width_mult)
+        if not isinstance(width, (int, float)) or isinstance(width, bool):
+            raise ConfigError(f"search-space 'width_mult' must be a number, got {width!r}")
+        return cls(lists["ks"], lists["e"], lists["d"], lists["r"], width)
 
     @classmethod
     def from_file(cls, path: str | Path) -> "SearchSpace":

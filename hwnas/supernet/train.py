@@ -1,0 +1,413 @@
+"""Progressive-shrinking training of the once-for-all supernet, in one resumable command.
+
+Schedule (Once-for-All, Cai et al. 2020): train the full network, then progressively allow
+smaller kernels, fewer blocks, and narrower expansions. Every phase after the first distils from
+the full network (a frozen copy taken at the end of phase "full"). Depth and expand phases come
+in two halves, as in the paper: first the two largest choices, then all of them. Channels are
+sorted by importance before the expand phase so narrow subnets keep the most useful ones.
+
+Resumability: a checkpoint (weights + optimizer + scheduler + RNG, atomically written) is saved
+every `checkpoint_every` steps and at each epoch end. Data order and subnet sampling are functions
+of (seed, phase, epoch, step), so a resumed run sees the same batches and subnets it would have.
+
+Distributed: under `torchrun`, each process trains on its shard (DistributedSampler) with DDP
+(gloo on CPU, NCCL on CUDA); every rank samples the same subnets because sampling is seeded.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from hwnas.errors import CheckpointError, ConfigError
+from hwnas.fileio import atomic_write_json, atomic_write_text
+from hwnas.space import Arch, SearchSpace
+from hwnas.supernet.data import DataConfig, build_loaders, resize_batch
+
+__all__ = ["PhaseConfig", "TrainConfig", "Phase", "build_phases", "train_supernet", "load_train_config"]
+
+PHASES = ("full", "kernel", "depth", "expand")
+
+
+class PhaseConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    epochs: int = Field(ge=0)
+    lr: float = Field(gt=0)
+    warmup_epochs: float = Field(default=0.0, ge=0)
+
+
+class TrainConfig(BaseModel):
+    """Everything `hwnas train` needs; loaded from YAML, overridable with --set key=value."""
+
+    model_config = ConfigDict(extra="forbid")
+    data: DataConfig = Field(default_factory=DataConfig)
+    space: dict[str, Any] = Field(default_factory=lambda: {"r": "32:64:4"})
+    dropout: float = 0.1
+    phases: dict[str, PhaseConfig] = Field(default_factory=lambda: {
+        "full": PhaseConfig(epochs=10, lr=0.1, warmup_epochs=1),
+        "kernel": PhaseConfig(epochs=4, lr=0.03),
+        "depth": PhaseConfig(epochs=4, lr=0.01),
+        "expand": PhaseConfig(epochs=4, lr=0.01),
+    })
+    momentum: float = 0.9
+    weight_decay: float = 3e-5
+    label_smoothing: float = 0.1
+    kd_ratio: float = 1.0
+    sandwich: bool = True
+    subnets_per_step: int = Field(default=2, ge=1)
+    seed: int = 0
+    threads: int | None = None
+    checkpoint_every: int = Field(default=50, ge=1)
+    eval_batches: int | None = 20
+    bn_batches: int = 10
+    amp: bool = True
+    max_steps_per_epoch: int | None = None
+
+    @field_validator("phases", mode="before")
+    @classmethod
+    def _known_phases(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            raise ValueError("phases must map phase names to {epochs, lr, warmup_epochs}")
+        unknown = set(v) - set(PHASES)
+        if unknown:
+            raise ValueError(f"unknown phases {sorted(unknown)}; phases are {', '.join(PHASES)}")
+        if "full" not in v:
+            raise ValueError("the 'full' phase is required: later phases distil from it")
+        return v
+
+    def search_space(self) -> SearchSpace:
+        return SearchSpace.from_dict(self.space)
+
+
+def load_train_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
+    """Read YAML (or defaults) and apply `key.sub=value` overrides (values parsed as YAML)."""
+    import yaml
+    from pydantic import ValidationError
+
+    raw: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except FileNotFoundError:
+            raise ConfigError(f"training config {path} does not exist") from None
+        except yaml.YAMLError as err:
+            raise ConfigError(f"training config {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"training config {path} must be a mapping of settings")
+    raw = _deep_merge(TrainConfig().model_dump(mode="json"), raw)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} must look like key=value, e.g. phases.full.epochs=2")
+        node = raw
+        *parents, leaf = key.strip().split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {p} is not a section")
+        # "32:64:4" is a range, not YAML 1.1's base-60 integer
+        node[leaf] = value if re.fullmatch(r"\s*\d+:\d+(:\d+)?\s*", value) else yaml.safe_load(value)
+    try:
+        return TrainConfig.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise ConfigError(f"training config: {where}: {first['msg']}") from None
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """`top` over `base`, section by section (a YAML need only name what it changes)."""
+    out = dict(base)
+    for k, v in top.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One stretch of the schedule: which choices subnets are sampled from."""
+
+    name: str  # full, kernel, depth-1, depth-2, expand-1, expand-2
+    epochs: int
+    lr: float
+    warmup_epochs: float
+    space: SearchSpace
+    distill: bool
+    sort_channels_first: bool = False
+
+
+def build_phases(cfg: TrainConfig) -> list[Phase]:
+    space = cfg.search_space()
+    ks, e, d = space.ks_choices, space.e_choices, space.d_choices
+    top = lambda c: c[-2:]  # noqa: E731 - the two largest choices
+    sub = lambda **kw: SearchSpace.from_dict({**space.to_dict(), **kw})  # noqa: E731
+    phases: list[Phase] = []
+
+    def add(name: str, pc: PhaseConfig, s: SearchSpace, epochs: int, first: bool = False) -> None:
+        if epochs > 0:
+            phases.append(Phase(name, epochs, pc.lr, pc.warmup_epochs, s, name != "full", first))
+
+    pc = cfg.phases["full"]
+    add("full", pc, sub(ks=[max(ks)], e=[max(e)], d=[max(d)]), pc.epochs)
+    if (pc := cfg.phases.get("kernel")) is not None:
+        add("kernel", pc, sub(e=[max(e)], d=[max(d)]), pc.epochs)
+    if (pc := cfg.phases.get("depth")) is not None:
+        half = pc.epochs // 2 if len(d) > 2 else 0
+        add("depth-1", pc, sub(e=[max(e)], d=list(top(d))), half)
+        add("depth-2", pc, sub(e=[max(e)]), pc.epochs - half)
+    if (pc := cfg.phases.get("expand")) is not None:
+        half = pc.epochs // 2 if len(e) > 2 else 0
+        add("expand-1", pc, sub(e=list(top(e))), half, first=True)
+        add("expand-2", pc, space, pc.epochs - half, first=half == 0)
+    return phases
+
+
+# -- distributed helpers ---------------------------------------------------------------------
+def _dist_info() -> tuple[int, int]:
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def _init_distributed(device: torch.device) -> None:
+    import torch.distributed as dist
+
+    if _dist_info()[1] > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+
+
+def _all_reduce_mean(values: list[float], device: torch.device) -> list[float]:
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return (t / dist.get_world_size()).tolist()
+
+
+# -- the loop --------------------------------------------------------------------------------
+def _lr_at(phase: Phase, epoch: int, step: int, steps_per_epoch: int) -> float:
+    """Cosine decay within a phase, after a linear warm-up."""
+    total = phase.epochs * steps_per_epoch
+    t = epoch * steps_per_epoch + step
+    warm = int(phase.warmup_epochs * steps_per_epoch)
+    if t < warm:
+        return phase.lr * (t + 1) / warm
+    return 0.5 * phase.lr * (1 + math.cos(math.pi * (t - warm) / max(1, total - warm)))
+
+
+def _subnets_for_step(phase: Phase, cfg: TrainConfig, rng: np.random.Generator) -> list[Arch]:
+    if phase.name == "full":
+        return [phase.space.max_arch()]
+    n = cfg.subnets_per_step
+    archs: list[Arch] = []
+    if cfg.sandwich:
+        archs = [phase.space.max_arch(), phase.space.min_arch()][:n]
+    archs += phase.space.sample(n - len(archs), rng) if n > len(archs) else []
+    return archs
+
+
+def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """No weight decay on BN and biases (Once-for-All's `no_decay_keys`)."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim <= 1 else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _kd_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy against the teacher's soft labels (Once-for-All's KD loss)."""
+    return torch.mean(torch.sum(-F.softmax(teacher, dim=1) * F.log_softmax(student, dim=1), dim=1))
+
+
+def train_supernet(cfg: TrainConfig, out_dir: str | Path,
+                   progress: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """Run (or resume) the whole progressive-shrinking schedule; returns the summary."""
+    from hwnas.supernet.bn import evaluate, recalibrate_bn
+    from hwnas.supernet.data import calibration_loader
+    from hwnas.supernet.checkpoint import load_checkpoint, load_checkpoint_meta, save_checkpoint
+    from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
+
+    out = Path(out_dir)
+    rank, world = _dist_info()
+    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    _init_distributed(device)
+
+    torch.manual_seed(cfg.seed)  # same initial weights on every rank and every rerun
+    space = cfg.search_space()
+    phases = build_phases(cfg)
+    loaders = build_loaders(cfg.data)
+    calib = calibration_loader(loaders.train, n_images=cfg.bn_batches * cfg.data.batch_size, seed=cfg.seed)
+    model = OFAMobileNetV3(space, n_classes=loaders.n_classes, dropout=cfg.dropout).to(device)
+    optimizer = torch.optim.SGD(_param_groups(model, cfg.weight_decay), lr=phases[0].lr,
+                                momentum=cfg.momentum, nesterov=True)
+    amp = cfg.amp and device.type == "cuda"
+    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+
+    ckpt, teacher_ckpt = out / "supernet", out / "teacher"
+    meta = {"space": space.to_dict(),
+            "n_classes": loaders.n_classes, "class_names": loaders.class_names,
+            "dataset": cfg.data.name, "mean": loaders.mean, "std": loaders.std}
+    state = {"phase_index": 0, "epoch": 0, "step": 0, "done": False}
+    log_path = out / "train_log.jsonl"
+
+    if (out / "supernet.json").exists():
+        prev = load_checkpoint_meta(ckpt)
+        if prev.get("extra", {}).get("config") != cfg.model_dump(mode="json"):
+            raise CheckpointError(f"{out} holds a run with a different config; "
+                                  "use another --out or the same config to resume")
+        state = prev["extra"]["state"]
+        if state["done"]:  # finished: the final checkpoint keeps weights only
+            load_checkpoint(ckpt, model)
+        else:
+            load_checkpoint(ckpt, model, optimizer=optimizer, restore_rng=True)
+    teacher = None
+
+    def load_teacher() -> nn.Module:
+        t = copy.deepcopy(model)
+        load_checkpoint(teacher_ckpt, t)
+        t.set_max_net()
+        return t.eval().requires_grad_(False)
+
+    def save(final: bool = False) -> None:
+        if rank != 0:
+            return
+        save_checkpoint(ckpt, model, {**meta, "phase": phases[min(state["phase_index"], len(phases) - 1)].name,
+                                      "extra": {"config": cfg.model_dump(mode="json"), "state": state}},
+                        optimizer=None if final else optimizer)
+
+    ddp_model: nn.Module = model
+    if world > 1:
+        import torch.distributed as dist
+
+        # Subnets leave parts of the supernet unused on each step, hence find_unused_parameters.
+        ddp_model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+        if rank == 0:
+            atomic_write_json(out / "ddp.json", {"world_size": world, "backend": dist.get_backend(),
+                                                 "device": str(device)})
+
+    summary: dict[str, Any] = {"phases": []}
+    started = time.time()
+    while not state["done"] and state["phase_index"] < len(phases):
+        phase = phases[state["phase_index"]]
+        if phase.distill and teacher is None:
+            teacher = load_teacher()
+        if phase.sort_channels_first and state["epoch"] == 0 and state["step"] == 0:
+            model.sort_channels()
+        while state["epoch"] < phase.epochs:
+            epoch_stats = _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler,
+                                       loaders, device, save, progress, amp)
+            state["epoch"] += 1
+            state["step"] = 0
+            val = {}
+            if rank == 0:
+                val = _quick_eval(model, phase, calib, loaders.val, cfg, recalibrate_bn, evaluate)
+                record = {"phase": phase.name, "epoch": state["epoch"], **epoch_stats, **val,
+                          "elapsed_s": round(time.time() - started, 1)}
+                with open(log_path, "a") as f:
+                    f.write(json.dumps(record) + "\n")
+                if progress:
+                    progress(event="epoch", **record)
+            save()
+        if phase.name == "full" and rank == 0:
+            save_checkpoint(teacher_ckpt, model, {**meta, "phase": "full"}, rng=False)
+        if world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+        state.update(phase_index=state["phase_index"] + 1, epoch=0, step=0)
+        save()
+    state["done"] = True
+    save(final=True)
+    summary["log"] = [json.loads(line) for line in log_path.read_text().splitlines()] if log_path.exists() else []
+    if rank == 0:
+        atomic_write_text(out / "train_summary.json", json.dumps(summary["log"][-len(phases):], indent=2))
+    return summary
+
+
+def _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler, loaders, device,
+                 save, progress, amp) -> dict[str, float]:
+    from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+
+    rank, world = _dist_info()
+    dataset = loaders.train.dataset
+    epoch_seed = cfg.seed * 100_003 + state["phase_index"] * 1009 + state["epoch"]
+    if world > 1:
+        sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=epoch_seed)
+    else:
+        sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(epoch_seed))
+    # A seeded generator keeps the loader from drawing on the global RNG (resume stays exact).
+    loader = DataLoader(dataset, batch_size=cfg.data.batch_size, sampler=sampler, drop_last=True,
+                        num_workers=cfg.data.num_workers, generator=torch.Generator().manual_seed(epoch_seed))
+    steps = len(loader) if cfg.max_steps_per_epoch is None else min(len(loader), cfg.max_steps_per_epoch)
+    ddp_model.train()
+    totals = np.zeros(3)  # loss sum, correct, seen
+    for step, (x, y) in enumerate(loader):
+        if step >= steps:
+            break
+        if step < state["step"]:  # resumed mid-epoch: skip batches already trained on
+            continue
+        rng = np.random.default_rng([epoch_seed, step])
+        torch.manual_seed(int(rng.integers(2**62)))  # dropout masks depend on the step alone
+        r = int(rng.choice(phase.space.r_choices))
+        x = resize_batch(x.to(device), r)
+        y = y.to(device)
+        lr = _lr_at(phase, state["epoch"], step, steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        soft = None
+        if teacher is not None:
+            with torch.no_grad(), torch.autocast(device.type, enabled=amp):
+                soft = teacher(x).float()
+        optimizer.zero_grad(set_to_none=True)
+        for arch in _subnets_for_step(phase, cfg, rng):
+            model.set_active_subnet(arch)
+            with torch.autocast(device.type, enabled=amp):
+                logits = ddp_model(x)
+                loss = F.cross_entropy(logits, y, label_smoothing=cfg.label_smoothing)
+                if soft is not None and cfg.kd_ratio > 0:
+                    loss = loss + cfg.kd_ratio * _kd_loss(logits.float(), soft)
+            scaler.scale(loss).backward()
+            totals += [loss.item() * len(y), (logits.argmax(1) == y).sum().item(), len(y)]
+        scaler.step(optimizer)
+        scaler.update()
+        state["step"] = step + 1
+        if progress:
+            progress(event="step", phase=phase.name, epoch=state["epoch"], step=step + 1, steps=steps,
+                     loss=totals[0] / totals[2], acc=100 * totals[1] / totals[2], lr=lr, r=r)
+        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < steps:
+            save()
+    loss, correct, seen = _all_reduce_mean(list(totals), device)
+    return {"train_loss": round(loss / max(seen, 1), 4), "train_acc": round(100 * correct / max(seen, 1), 2)}
+
+
+def _quick_eval(model, phase, calib, val_loader, cfg, recalibrate_bn, evaluate) -> dict[str, float]:
+    """Validation top-1 of the phase's largest and smallest subnets after BN recalibration.
+
+    Works on a copy so the training model's BN statistics are untouched.
+    """
+    out = {}
+    probe = copy.deepcopy(model)
+    for tag, arch in (("max", phase.space.max_arch()), ("min", phase.space.min_arch())):
+        probe.set_active_subnet(arch)
+        recalibrate_bn(probe, calib, cfg.bn_batches, resolution=arch.r)
+        res = evaluate(probe, val_loader, resolution=arch.r, max_batches=cfg.eval_batches)
+        out[f"val_top1_{tag}"] = round(res["top1"], 2)
+        if phase.name == "full":
+            break
+    return out
