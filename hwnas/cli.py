@@ -160,6 +160,41 @@ def supernet_stats(
     err_console.print(f"wrote {len(df)} rows to {out}")
 
 
+@supernet_app.command("eval")
+def supernet_eval(
+    table: Optional[Path] = typer.Option(None, "--table", help="CSV of flat rows to evaluate."),
+    arch: Optional[str] = typer.Option(None, "--arch", help="One arch as OFA JSON {ks,e,d,r}."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Supernet checkpoint stem "
+                                              "(e.g. runs/x/supernet). Default: the shipped supernet."),
+    split: str = typer.Option("val", "--split", help="val or test."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write rows with top1/loss columns here."),
+) -> None:
+    """Top-1 of subnets taken from a trained supernet (BN recalibrated per subnet)."""
+    from hwnas.space import Arch, read_arch_table, write_arch_table
+    from hwnas.supernet.data import build_loaders
+    from hwnas.supernet.evaluation import evaluate_subnets
+    from hwnas.supernet.pretrained import data_config_of, load_supernet
+
+    if (table is None) == (arch is None):
+        raise InputError("give exactly one of --table FILE.csv or --arch JSON")
+    model, meta = load_supernet(checkpoint)
+    space = model.space
+    archs = read_arch_table(table, space)[0] if table else [space.validate(Arch.from_json(arch))]
+    loaders = build_loaders(data_config_of(meta))
+    from hwnas.progress import make_progress
+
+    with make_progress(err_console) as bar:
+        task = bar.add_task("evaluate", total=len(archs), info="")
+        rows = evaluate_subnets(model, archs, loaders, split=split,
+                                progress=lambda done, total: bar.update(task, completed=done))
+    result = Table("id", "arch", f"{split} top-1 %", "loss")
+    for a, r in zip(archs, rows):
+        result.add_row(a.id, a.describe(), f"{r['top1']:.2f}", f"{r['loss']:.4f}")
+    console.print(result)
+    if out:
+        write_arch_table(out, archs, extra={"top1": [r["top1"] for r in rows], "loss": [r["loss"] for r in rows]})
+
+
 @app.command("train")
 def train(
     config: Optional[Path] = typer.Option(None, "--config", help="Training YAML (see experiments/)."),

@@ -1,0 +1,41 @@
+"""Accuracy of subnets taken from a trained supernet: extract, recalibrate BN, evaluate.
+
+A subnet's BN statistics in the supernet are those of whatever subnets were trained last, so
+every evaluation first recalibrates BN on a fixed calibration subset of the training split (the
+same images for every subnet, so differences between subnets are not calibration noise).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from torch.utils.data import DataLoader
+
+from hwnas.errors import InputError
+from hwnas.space import Arch
+from hwnas.supernet.bn import evaluate, recalibrate_bn
+from hwnas.supernet.data import Loaders, calibration_loader
+from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
+
+__all__ = ["evaluate_subnets"]
+
+
+def evaluate_subnets(model: OFAMobileNetV3, archs: Sequence[Arch], loaders: Loaders, *,
+                     split: str = "val", bn_images: int = 1000, seed: int = 0,
+                     max_batches: int | None = None,
+                     progress: Callable[[int, int], Any] | None = None) -> list[dict[str, Any]]:
+    """top-1 (%) and loss of each arch on `split` ("val" or "test") after BN recalibration."""
+    if split not in ("val", "test"):
+        raise InputError(f"split must be 'val' or 'test', got {split!r}")
+    target: DataLoader = getattr(loaders, split)
+    calib = calibration_loader(loaders.train, n_images=bn_images, seed=seed)
+    n_calib_batches = len(calib)
+    rows = []
+    for i, arch in enumerate(archs):
+        subnet = model.get_subnet(arch)
+        recalibrate_bn(subnet, calib, n_calib_batches, resolution=arch.r)
+        res = evaluate(subnet, target, resolution=arch.r, max_batches=max_batches)
+        rows.append({"id": arch.id, "top1": res["top1"], "loss": res["loss"], "n": res["n"]})
+        if progress:
+            progress(i + 1, len(archs))
+    return rows

@@ -1,0 +1,59 @@
+"""Load a trained supernet (the shipped one by default) and ship a training run's result.
+
+The shipped supernet lives in ``hwnas/assets/`` as fp16 safetensors + JSON: OFA-MobileNetV3 W=1.0
+trained with `hwnas train --config experiments/supernet_mnist.yaml` on the embedded MNIST digits,
+so search and export work right after install with nothing to download.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from hwnas.space import SearchSpace
+from hwnas.supernet.checkpoint import checkpoint_exists, load_checkpoint, load_checkpoint_meta, save_checkpoint
+from hwnas.supernet.data import DataConfig
+from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
+
+__all__ = ["SHIPPED_NAME", "shipped_checkpoint", "load_supernet", "data_config_of", "ship_checkpoint"]
+
+SHIPPED_NAME = "supernet_mnist"
+
+
+def shipped_checkpoint() -> Path:
+    """Path stem of the supernet that ships inside the package."""
+    return Path(str(resources.files("hwnas") / "assets" / SHIPPED_NAME))
+
+
+def load_supernet(stem: str | Path | None = None) -> tuple[OFAMobileNetV3, dict[str, Any]]:
+    """Build the network a checkpoint describes and load its weights; returns (model, meta).
+
+    Raises CheckpointError (one line) for a missing, corrupt or foreign checkpoint.
+    """
+    stem = shipped_checkpoint() if stem is None else Path(stem)
+    meta = load_checkpoint_meta(stem)
+    space = SearchSpace.from_dict(meta["space"])
+    model = OFAMobileNetV3(space, n_classes=meta["n_classes"],
+                           dropout=meta.get("extra", {}).get("config", {}).get("dropout", 0.1))
+    load_checkpoint(stem, model)
+    return model.eval(), meta
+
+
+def data_config_of(meta: dict[str, Any]) -> DataConfig:
+    """The dataset a checkpoint was trained on (same split seed, so val/test stay held out)."""
+    cfg = meta.get("extra", {}).get("config", {}).get("data")
+    return DataConfig.model_validate(cfg) if cfg else DataConfig(name=meta.get("dataset", "mnist-embedded"))
+
+
+def ship_checkpoint(run_stem: str | Path, dest_stem: str | Path | None = None) -> Path:
+    """Copy a finished run's weights as fp16 (no optimizer state) to `dest_stem` (default: assets)."""
+    model, meta = load_supernet(run_stem)
+    dest = shipped_checkpoint() if dest_stem is None else Path(dest_stem)
+    keep = {k: meta[k] for k in ("space", "n_classes", "dataset", "class_names", "mean", "std", "phase",
+                                 "step", "epoch", "extra") if k in meta}
+    return save_checkpoint(dest, model, keep, rng=False, dtype="float16")
+
+
+def has_shipped() -> bool:
+    return checkpoint_exists(shipped_checkpoint())
