@@ -30,6 +30,11 @@ space_app = typer.Typer(help="Inspect and sample the OFA-MobileNetV3 search spac
 app.add_typer(space_app, name="space")
 supernet_app = typer.Typer(help="Once-for-all supernet: statistics, subnets.", no_args_is_help=True)
 app.add_typer(supernet_app, name="supernet")
+devices_app = typer.Typer(help="Target devices: built-in and from a devices YAML.", no_args_is_help=True)
+app.add_typer(devices_app, name="devices")
+
+DevicesOpt = typer.Option(None, "--devices", help="YAML file of user devices "
+                          "(see experiments/devices.example.yaml).")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -131,6 +136,40 @@ def space_sample(
         lines = [",".join(FLAT_COLUMNS)] + [",".join(map(str, a.to_row())) for a in archs]
         text = "\n".join(lines) + "\n"
     _write_or_print(text, out)
+
+
+# -- devices --------------------------------------------------------------------------------
+@devices_app.command("list")
+def devices_list(devices_file: Optional[Path] = DevicesOpt,
+                 as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+    """Every device, its backend and options, and whether it can run here (and why not)."""
+    from rich.markup import escape
+
+    from hwnas.devices import list_devices
+
+    rows = list_devices(devices_file)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("device", "backend", "options", "status", "source")
+    for r in rows:
+        status = "[green]ok[/]" if r["available"] is None else f"[yellow]unavailable:[/] {escape(r['available'])}"
+        table.add_row(r["name"], r["backend"], str(r["options"]), status, r["source"])
+    console.print(table)
+
+
+@devices_app.command("show")
+def devices_show(name: str = typer.Argument(..., help="Device name."),
+                 devices_file: Optional[Path] = DevicesOpt) -> None:
+    """One device's settings, availability and runtime versions, as JSON."""
+    from hwnas.devices import get_backend, get_device
+
+    device = get_device(name, devices_file)
+    backend = get_backend(name, devices_file)
+    reason = backend.available()
+    info = {**device.model_dump(mode="json"), "available": reason is None, "reason": reason,
+            "versions": backend.versions() if reason is None else {}}
+    typer.echo(json.dumps(info, indent=2))
 
 
 # -- supernet -------------------------------------------------------------------------------

@@ -85,3 +85,14 @@ def test_bad_yaml_space(tmp_path):
 def test_debug_shows_traceback():
     proc = hwnas("--debug", "space", "info", "--space", "/no/such.yaml")
     assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_devices_list_and_show():
+    rows = json.loads(hwnas("devices", "list", "--json", check=True).stdout)
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["cpu-ort"]["available"] is None
+    assert "CUDA" in by_name["cuda-torch"]["available"]
+    shown = json.loads(hwnas("devices", "show", "cpu-ort", check=True).stdout)
+    assert shown["available"] and "onnxruntime" in shown["versions"]
+    proc = hwnas("devices", "show", "no-such-device")
+    assert proc.returncode == 2 and "unknown device 'no-such-device'" in proc.stderr

@@ -1,0 +1,120 @@
+"""ExecuTorch backend (`mobile-xnnpack`): torch.export -> XNNPACK-lowered .pte -> executorch.runtime.
+
+This is the phone CPU path (XNNPACK kernels) run on this host. Lowering takes seconds per model,
+so compile once and reuse the .pte. Operators XNNPACK cannot take stay on ExecuTorch's portable
+kernels; their count is kept in the artifact's metadata (`undelegated_ops`), since a subnet that
+is not fully delegated measures a different runtime.
+
+The XNNPACK thread pool is process global, and resetting it while a loaded method exists
+corrupts memory (seen: "malloc(): invalid size" within a few hundred runs). So the pool is sized
+before a model loads, only when no ExecuTorch model is loaded in the process; ExecuTorch devices
+with different thread counts cannot be measured in one process while models of the other stay
+loaded (close them first). Before every timed block the runner reads the pool size back.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+
+from hwnas.devices.base import Artifact, Backend, Runner
+from hwnas.errors import DeviceError
+from hwnas.fileio import atomic_write_bytes
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from hwnas.devices.device import Device
+
+__all__ = ["ExecuTorchBackend", "ExecuTorchRunner"]
+
+
+class ExecuTorchBackend(Backend):
+    name = "executorch"
+    artifact_format = "pte"
+    requires = ("executorch",)
+    extra = "executorch"
+    dists = ("executorch", "torchao")
+
+    def _compile(self, module: nn.Module, x: torch.Tensor, workdir: Path) -> Artifact:
+        import torch
+
+        exir = self._require("executorch.exir")
+        xnnpack = self._require("executorch.backends.xnnpack.partition.xnnpack_partitioner")
+        exported = torch.export.export(module, (x,))
+        edge = exir.to_edge_transform_and_lower(
+            exported, partitioner=[xnnpack.XnnpackPartitioner()])
+        leftover = _undelegated_ops(edge.exported_program().graph_module)
+        program = edge.to_executorch()
+        path = workdir / "model.pte"
+        atomic_write_bytes(path, program.buffer)
+        return self._artifact(path, x, undelegated_ops=dict(leftover))
+
+    def _load(self, artifact: Artifact) -> Runner:
+        return ExecuTorchRunner(artifact, self.device, self.versions(),
+                                self._require("executorch.runtime"),
+                                self._require("executorch.extension.pybindings.portable_lib"))
+
+
+def _undelegated_ops(graph_module: Any) -> Counter:
+    """Operators left outside the XNNPACK delegate (portable kernels), by name."""
+    out: Counter = Counter()
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = getattr(node.target, "__name__", str(node.target))
+        if "call_delegate" in name or name == "getitem":
+            continue
+        out[name] += 1
+    return out
+
+
+# Runners holding a loaded method; the thread pool may only be resized when none are left.
+_LOADED: weakref.WeakSet[ExecuTorchRunner] = weakref.WeakSet()
+
+
+class ExecuTorchRunner(Runner):
+    def __init__(self, artifact: Artifact, device: Device, versions: Mapping[str, str],
+                 runtime: Any, portable: Any) -> None:
+        import torch
+
+        super().__init__(artifact, device, versions)
+        self.torch = torch
+        self.portable = portable
+        self._size_pool(device.threads)
+        self._program = runtime.Runtime.get().load_program(
+            Path(artifact.path), verification=runtime.Verification.Minimal)
+        self.method = self._program.load_method("forward")  # borrows from the program
+        _LOADED.add(self)
+
+    def _size_pool(self, n: int) -> None:
+        current = self.portable._threadpool_get_thread_count()
+        if current == n:
+            return
+        if any(r.method is not None for r in _LOADED):
+            raise DeviceError(
+                f"device '{self.device.name}' needs {n} XNNPACK threads, but ExecuTorch models "
+                f"loaded in this process use {current}; the pool is process-wide and cannot be "
+                "resized while they are loaded: close those runners or use another process")
+        self.portable._unsafe_reset_threadpool(n)
+
+    def activate(self) -> None:
+        self._verified_threads(self.portable._threadpool_get_thread_count())
+
+    def prepare(self, x: np.ndarray) -> list:
+        return [self.torch.from_numpy(x)]
+
+    def invoke(self, prepared: list) -> Any:
+        return self.method.execute(prepared)
+
+    def to_numpy(self, out: Any) -> np.ndarray:
+        return out[0].detach().float().numpy().copy()
+
+    def close(self) -> None:
+        self.method = None
+        self._program = None

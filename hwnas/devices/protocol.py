@@ -1,0 +1,184 @@
+"""The measurement protocol: how hwnas times a model, identically on every backend.
+
+Backends only compile and load (`hwnas.devices.base`); this module is the one place that times.
+
+1. **Input.** One standard-normal input of the compiled shape per (shape, dtype), seeded, staged
+   with `Runner.prepare` (host->device copies happen here, outside the timed call).
+2. **Threads.** Before every timed block the runner's `activate()` re-applies the device's
+   intra-op thread count and reads it back from the runtime (torch: `torch.get_num_threads()`
+   after `set_num_threads`; ONNX Runtime: the session's `intra_op_num_threads`; OpenVINO: the
+   compiled model's `INFERENCE_NUM_THREADS`; ExecuTorch: the XNNPACK thread pool's size). A
+   mismatch raises; the verified count is recorded in `LatencyStats.threads`.
+3. **Warm-up.** Before every timed block: at least `warmup_runs` runs *and* at least `warmup_s`
+   seconds, whichever takes longer, so small models warm for long enough and large ones still
+   get several runs (allocator, caches, JIT kernel selection, CPU frequency).
+4. **Timing.** CPU: `time.perf_counter_ns` around each single inference. GPU: the runner's own
+   `time_once` - CUDA events recorded on the work's stream after a synchronize, waiting for the
+   end event. One sample = one inference at the device's batch size.
+5. **Statistics** (`LatencyStats`): median, mean, std (ddof=1), p90, p99 (linear interpolation),
+   min, n, cv = std/mean, and how the numbers were taken (device, backend, threads, batch,
+   precision, resolution, host, timer, software versions).
+6. **Drift correction** (`measure_many`). Shared machines drift by tens of percent within
+   minutes, which plain medians cannot tell from model differences: two passes over 400 OFA
+   subnets (ONNX Runtime, 1 thread, 30-run medians) disagreed by 13% (median); shuffled rounds
+   plus normalising by a reference cut that to 2.6%. So candidates are measured in `rounds`
+   rounds, each in a fresh random order, and a fixed small reference model is timed right before
+   and after every candidate's block (R C1 R C2 R ... Cn R; neighbouring candidates share the
+   reference block between them). For each round::
+
+       ratio_r = median(candidate samples in round r) / median(reference samples just before
+                                                                 and just after that block)
+
+   and ``corrected_ms = median_r(ratio_r) * median(all reference samples of the session)``.
+   Raw statistics pool the candidate's samples over all rounds (n = rounds * runs). The
+   corrected value is what predictors learn by default; `LatencyStats.ratio` is the drift-free
+   latency relative to the reference, the number to compare across sessions and machines.
+
+Failures are never dropped: a candidate whose run raises stops the measurement with a
+`DeviceError` that names it.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from typing import Callable, Mapping
+
+import numpy as np
+
+from hwnas.devices.base import Runner, one_line
+from hwnas.devices.stats import LatencyStats, summarize
+from hwnas.errors import DeviceError, HwnasError, InputError
+
+__all__ = ["measure", "measure_many", "ProgressFn"]
+
+ProgressFn = Callable[[int, int, str], None]  # progress(done, total, candidate_id)
+
+
+def _check(**values: float) -> None:
+    for name, value in values.items():
+        low = 1 if name in ("runs", "rounds", "ref_runs") else 0
+        if value < low:
+            raise InputError(f"{name} must be at least {low}, got {value}")
+
+
+def _timed_block(runner: Runner, prepared: object, runs: int, warmup_runs: int,
+                 warmup_s: float) -> tuple[list[float], int]:
+    """activate -> warm up (by count AND time) -> `runs` timed single inferences."""
+    runner.activate()
+    warm = 0
+    start = time.perf_counter()
+    while warm < warmup_runs or time.perf_counter() - start < warmup_s:
+        runner.time_once(prepared)  # time_once (not invoke): GPU runners sync per call
+        warm += 1
+    return [runner.time_once(prepared) for _ in range(runs)], warm
+
+
+class _Inputs:
+    """One seeded input per (shape, dtype), shared by all runners that need it."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self.cache: dict[tuple, np.ndarray] = {}
+
+    def __call__(self, runner: Runner) -> np.ndarray:
+        key = (runner.input_shape, runner.input_dtype.str)
+        if key not in self.cache:
+            self.cache[key] = runner.make_input(self.seed)
+        return self.cache[key]
+
+
+def measure(runner: Runner, *, runs: int = 30, warmup_runs: int = 10, warmup_s: float = 0.5,
+            reference: Runner | None = None, seed: int = 0) -> LatencyStats:
+    """Time one loaded model: warm-up, then `runs` single inferences.
+
+    Without a reference, `corrected_ms` equals the median. With one, this is `measure_many` with
+    a single candidate and one round (R C R).
+    """
+    if reference is not None:
+        return measure_many({"model": runner}, reference, rounds=1, runs=runs,
+                            warmup_runs=warmup_runs, warmup_s=warmup_s, seed=seed)["model"]
+    _check(runs=runs, warmup_runs=warmup_runs, warmup_s=warmup_s)
+    try:
+        samples, warm = _timed_block(runner, runner.prepare(_Inputs(seed)(runner)), runs,
+                                     warmup_runs, warmup_s)
+    except HwnasError:
+        raise
+    except Exception as err:
+        raise DeviceError(f"measuring on device '{runner.device.name}' failed: "
+                          f"{one_line(err)}") from err
+    return summarize(samples, warmup=warm, rounds=1, **runner.how())
+
+
+def measure_many(runners: Mapping[str, Runner], reference: Runner, *, rounds: int = 3,
+                 runs: int = 10, warmup_runs: int = 5, warmup_s: float = 0.2, ref_runs: int = 5,
+                 ref_warmup_runs: int = 2, seed: int = 0, progress: ProgressFn | None = None
+                 ) -> dict[str, LatencyStats]:
+    """Time many loaded models with shuffled rounds and an interleaved reference (see above).
+
+    `runs` is per candidate per round (n = rounds * runs). `progress(done, total, id)` is called
+    after every candidate block (total = rounds * len(runners)). Returns one `LatencyStats` per
+    id, in the input order; raises `DeviceError` naming the candidate that failed.
+    """
+    _check(rounds=rounds, runs=runs, warmup_runs=warmup_runs, warmup_s=warmup_s,
+           ref_runs=ref_runs, ref_warmup_runs=ref_warmup_runs)
+    ids = list(runners)
+    for cid in ids:
+        if runners[cid].device.name != reference.device.name:
+            raise DeviceError(f"candidate '{cid}' runs on device '{runners[cid].device.name}' but "
+                              f"the reference on '{reference.device.name}'; both must share one")
+    if not ids:
+        return {}
+    inputs = _Inputs(seed)
+    order_rng = random.Random(seed)
+    ref_all: list[float] = []
+    ref_prepared = reference.prepare(inputs(reference))
+
+    def reference_block() -> list[float]:
+        try:
+            samples, _ = _timed_block(reference, ref_prepared, ref_runs, ref_warmup_runs, 0.0)
+        except HwnasError as err:
+            raise DeviceError(f"the reference model failed: {err}") from err
+        except Exception as err:
+            raise DeviceError(f"the reference model failed on device "
+                              f"'{reference.device.name}': {one_line(err)}") from err
+        ref_all.extend(samples)
+        return samples
+
+    samples: dict[str, list[float]] = {cid: [] for cid in ids}
+    near: dict[str, list[float]] = {cid: [] for cid in ids}
+    ratios: dict[str, list[float]] = {cid: [] for cid in ids}
+    warm: dict[str, int] = {}
+    done, total = 0, rounds * len(ids)
+    for r in range(rounds):
+        order = ids[:]
+        order_rng.shuffle(order)
+        before = reference_block()
+        for cid in order:
+            runner = runners[cid]
+            try:
+                block, n_warm = _timed_block(runner, runner.prepare(inputs(runner)), runs,
+                                             warmup_runs, warmup_s)
+            except HwnasError as err:
+                raise DeviceError(f"measuring candidate '{cid}' failed (round {r + 1}): "
+                                  f"{err}") from err
+            except Exception as err:
+                raise DeviceError(f"measuring candidate '{cid}' on device "
+                                  f"'{runner.device.name}' failed (round {r + 1}): "
+                                  f"{one_line(err)}") from err
+            after = reference_block()
+            samples[cid] += block
+            near[cid] += before + after
+            ratios[cid].append(statistics.median(block) / statistics.median(before + after))
+            warm[cid] = min(warm.get(cid, n_warm), n_warm)
+            before = after
+            done += 1
+            if progress is not None:
+                progress(done, total, cid)
+    ref_median = statistics.median(ref_all)
+    return {cid: summarize(samples[cid], warmup=warm[cid],
+                           corrected_ms=statistics.median(ratios[cid]) * ref_median,
+                           ref_median_ms=ref_median, ref_ms=near[cid], rounds=rounds,
+                           **runners[cid].how())
+            for cid in ids}

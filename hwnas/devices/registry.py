@@ -1,0 +1,220 @@
+"""Backends and devices by name: the built-in devices, user devices from YAML, lookups.
+
+A devices YAML lists extra devices (built-in names cannot be redefined)::
+
+    devices:
+      - name: cpu-ort-2t
+        backend: onnxruntime
+        threads: 2
+      - name: xeon-openvino-bf16
+        backend: openvino
+        precision: bf16
+        threads: 4
+
+(a mapping ``name: {backend: ..., ...}`` works too). Every entry is validated when the file is
+read; any problem is one `DeviceError` line naming the file and the device.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from hwnas.errors import DeviceError
+
+if TYPE_CHECKING:
+    from hwnas.devices.base import Backend
+    from hwnas.devices.device import Device
+
+__all__ = [
+    "backend_names",
+    "backend_class",
+    "register_backend",
+    "register_remote_backend",
+    "make_backend",
+    "builtin_devices",
+    "load_devices",
+    "get_device",
+    "get_backend",
+    "list_devices",
+]
+
+# Backend classes by name, as "module:Class" so that importing the registry stays cheap. The
+# backend modules themselves never import their runtime at module level.
+_BACKENDS: dict[str, str] = {
+    "torch": "hwnas.devices.torch_backend:TorchBackend",
+    "onnxruntime": "hwnas.devices.onnxruntime_backend:OnnxRuntimeBackend",
+    "openvino": "hwnas.devices.openvino_backend:OpenVinoBackend",
+    "executorch": "hwnas.devices.executorch_backend:ExecuTorchBackend",
+    "litert": "hwnas.devices.litert_backend:LiteRtBackend",
+    "tensorrt": "hwnas.devices.tensorrt_backend:TensorRtBackend",
+}
+
+# Extension point for the remote agent client: a factory that returns a Backend which sends ONNX
+# bytes + a token to the agent on `device.host`. Until one is registered, remote devices report
+# themselves unavailable (Backend.available) instead of pretending to work.
+_REMOTE_FACTORY: Callable[[Device], Backend] | None = None
+
+_BUILTIN: list[dict[str, Any]] = [
+    dict(name="cpu-torch", backend="torch", provider="cpu",
+         description="PyTorch eager on the CPU (torch.set_num_threads, verified)"),
+    dict(name="cpu-ort", backend="onnxruntime", provider="CPUExecutionProvider",
+         description="ONNX Runtime CPU EP, sequential, inter-op 1"),
+    dict(name="cpu-openvino", backend="openvino", provider="CPU",
+         description="OpenVINO CPU plugin, f32 inference precision forced"),
+    dict(name="mobile-xnnpack", backend="executorch",
+         description="ExecuTorch .pte lowered to XNNPACK (the phone CPU path)"),
+    dict(name="mobile-litert", backend="litert",
+         description="LiteRT (TFLite) via litert-torch, XNNPACK delegate"),
+    dict(name="cuda-torch", backend="torch", provider="cuda",
+         description="PyTorch eager on CUDA, CUDA-event timing"),
+    dict(name="cuda-ort", backend="onnxruntime", provider="CUDAExecutionProvider",
+         description="ONNX Runtime CUDA EP with I/O binding"),
+    dict(name="trt", backend="tensorrt", description="TensorRT engine built from ONNX"),
+]
+
+
+def backend_names() -> list[str]:
+    return list(_BACKENDS)
+
+
+def backend_class(name: str) -> type[Backend]:
+    try:
+        spec = _BACKENDS[name]
+    except KeyError:
+        raise DeviceError(f"unknown backend '{name}'; known: {', '.join(_BACKENDS)}") from None
+    if isinstance(spec, str):
+        module, _, attr = spec.partition(":")
+        return getattr(importlib.import_module(module), attr)
+    return spec
+
+
+def register_backend(name: str, cls: type[Backend] | str) -> None:
+    """Add a backend (a class or "module:Class"); devices may then name it."""
+    _BACKENDS[name] = cls  # type: ignore[assignment]
+
+
+def register_remote_backend(factory: Callable[[Device], Backend] | None) -> None:
+    """Plug in the remote agent client (see `_REMOTE_FACTORY`)."""
+    global _REMOTE_FACTORY
+    _REMOTE_FACTORY = factory
+
+
+def make_backend(device: Device) -> Backend:
+    if device.host is not None and _REMOTE_FACTORY is not None:
+        return _REMOTE_FACTORY(device)
+    return backend_class(device.backend)(device)
+
+
+def _make_device(obj: Any, source: str) -> Device:
+    """Validate one device entry; pydantic's multi-line report becomes one DeviceError line."""
+    from pydantic import ValidationError
+
+    from hwnas.devices.device import Device
+
+    name = obj.get("name", "?") if isinstance(obj, dict) else "?"
+    if not isinstance(obj, dict):
+        raise DeviceError(f"{source}: each device must be a mapping with name and backend, "
+                          f"got {obj!r}")
+    try:
+        return Device(**obj)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "device"
+        msg = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            msg = f"unknown field; allowed: {', '.join(Device.model_fields)}"
+        elif first["type"] == "string_pattern_mismatch":
+            msg = "use letters, digits, '.', '_' and '-' only, starting with a letter or digit"
+        raise DeviceError(f"{source}: device '{name}': {where}: {msg}") from None
+
+
+@lru_cache(maxsize=1)
+def _builtin() -> dict[str, Device]:
+    return {d["name"]: _make_device(d, "built-in devices") for d in _BUILTIN}
+
+
+def builtin_devices() -> dict[str, Device]:
+    return dict(_builtin())
+
+
+def load_devices(path: str | Path) -> dict[str, Device]:
+    """Read user devices from a YAML file, validating each (DeviceError on any problem)."""
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise DeviceError(f"devices file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise DeviceError(f"devices file {path} cannot be read: {err}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        detail = getattr(err, "problem", None) or " ".join(str(err).split())
+        if mark is not None:
+            detail += f" at line {mark.line + 1}, column {mark.column + 1}"
+        raise DeviceError(f"devices file {path} is not valid YAML: {detail}") from None
+    if data is None:
+        return {}
+    entries = data.get("devices") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or entries is None or set(data) != {"devices"}:
+        raise DeviceError(f"devices file {path} must hold one key 'devices' with a list of "
+                          "devices (each with name and backend)")
+    if isinstance(entries, dict):
+        entries = [{"name": k, **(v or {})} if isinstance(v, (dict, type(None))) else v
+                   for k, v in entries.items()]
+    if not isinstance(entries, list):
+        raise DeviceError(f"devices file {path}: 'devices' must be a list of devices")
+    out: dict[str, Device] = {}
+    builtin = _builtin()
+    for entry in entries:
+        device = _make_device(entry, f"devices file {path}")
+        if device.name in builtin:
+            raise DeviceError(f"devices file {path}: '{device.name}' is a built-in device; "
+                              "give yours another name")
+        if device.name in out:
+            raise DeviceError(f"devices file {path}: device '{device.name}' is defined twice")
+        out[device.name] = device
+    return out
+
+
+def _all_devices(devices_file: str | Path | None) -> dict[str, Device]:
+    devices = builtin_devices()
+    if devices_file is not None:
+        devices.update(load_devices(devices_file))
+    return devices
+
+
+def get_device(name: str | Device, devices_file: str | Path | None = None) -> Device:
+    """A device by name: built-in, or from `devices_file`. Device objects pass through."""
+    from hwnas.devices.device import Device
+
+    if isinstance(name, Device):
+        return name
+    devices = _all_devices(devices_file)
+    try:
+        return devices[name]
+    except KeyError:
+        raise DeviceError(f"unknown device '{name}'; known: {', '.join(devices)}; "
+                          "add one in a devices YAML (--devices FILE)") from None
+
+
+def get_backend(name: str | Device, devices_file: str | Path | None = None) -> Backend:
+    """The backend for a device name (or Device)."""
+    return make_backend(get_device(name, devices_file))
+
+
+def list_devices(devices_file: str | Path | None = None) -> list[dict[str, Any]]:
+    """One row per device for `hwnas devices list`: name, backend, options, source, and
+    `available` (None when usable here, else the reason). Never imports optional runtimes."""
+    user = load_devices(devices_file) if devices_file is not None else {}
+    rows = []
+    for source, devices in (("built-in", _builtin()), (str(devices_file), user)):
+        for device in devices.values():
+            rows.append({"name": device.name, "backend": device.backend,
+                         "options": device.summary(), "description": device.description,
+                         "source": source, "available": make_backend(device).available()})
+    return rows

@@ -1,0 +1,134 @@
+"""TensorRT backend (`trt`): ONNX -> serialized engine (TensorRT's Python API) -> execution context.
+
+Build: `trt.Builder` -> network (strongly typed where the flag exists: required on 10.x for
+precision to follow the graph, the only mode on 11.x) -> `trt.OnnxParser` -> builder config with
+a workspace limit -> `build_serialized_network`. fp16 engines are built from an fp16 ONNX graph
+(see `onnx_export`): TensorRT 11 removed the builder's FP16 flag, and strong typing makes the
+graph's types the engine's.
+
+Run: `trt.Runtime.deserialize_cuda_engine` -> `create_execution_context`; input and output live
+in torch CUDA tensors bound with `set_tensor_address`; `execute_async_v3` on a dedicated torch
+stream, timed with CUDA events on that stream. Engines are specific to the GPU and TensorRT
+version that built them: the artifact records both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+
+from hwnas.devices.base import Artifact, Backend, Runner
+from hwnas.devices.onnx_export import INPUT_NAME, export_onnx
+from hwnas.errors import DeviceError
+from hwnas.fileio import atomic_write_bytes
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from hwnas.devices.device import Device
+
+__all__ = ["TensorRtBackend", "TensorRtRunner"]
+
+_WORKSPACE = 1 << 30
+
+
+class TensorRtBackend(Backend):
+    name = "tensorrt"
+    artifact_format = "tensorrt-engine"
+    requires = ("tensorrt",)
+    extra = "tensorrt"
+    dists = ("tensorrt", "tensorrt-cu12", "tensorrt-cu13")
+
+    @classmethod
+    def precisions(cls, provider: str | None) -> tuple[str, ...]:
+        return ("fp32", "fp16")
+
+    def _available(self) -> str | None:
+        from hwnas.devices._cuda import cuda_reason
+
+        return cuda_reason()
+
+    def _compile(self, module: nn.Module, x: torch.Tensor, workdir: Path) -> Artifact:
+        import torch
+
+        trt = self._require("tensorrt")
+        precision = self.device.precision
+        onnx_path = export_onnx(module, x, workdir / "model.onnx", precision=precision)
+        logger = trt.Logger(trt.Logger.WARNING)
+        builder = trt.Builder(logger)
+        flags = 0
+        if hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
+            flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+        network = builder.create_network(flags)
+        parser = trt.OnnxParser(network, logger)
+        if not parser.parse_from_file(str(onnx_path)):
+            errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+            raise DeviceError(f"device '{self.device.name}': TensorRT cannot parse the ONNX "
+                              f"model: {errors or 'unknown error'}")
+        config = builder.create_builder_config()
+        workspace = int(self.device.options.get("workspace_bytes", _WORKSPACE))
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace)
+        serialized = builder.build_serialized_network(network, config)
+        if serialized is None:
+            raise DeviceError(f"device '{self.device.name}': TensorRT failed to build an engine "
+                              "(see the TensorRT log above)")
+        path = workdir / "model.engine"
+        atomic_write_bytes(path, bytes(serialized))
+        dtype = "float16" if precision == "fp16" else "float32"
+        return self._artifact(path, x, input_dtype=dtype, onnx=str(onnx_path),
+                              gpu=torch.cuda.get_device_name(), tensorrt=trt.__version__)
+
+    def _load(self, artifact: Artifact) -> Runner:
+        return TensorRtRunner(artifact, self.device, self.versions(), self._require("tensorrt"))
+
+
+class TensorRtRunner(Runner):
+    timer = "cuda_events"
+
+    def __init__(self, artifact: Artifact, device: Device, versions: Mapping[str, str],
+                 trt: Any) -> None:
+        import torch
+
+        from hwnas.devices._cuda import CudaEventTimer
+
+        super().__init__(artifact, device, versions)
+        self.torch = torch
+        self.runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))  # must outlive the engine
+        self.engine = self.runtime.deserialize_cuda_engine(Path(artifact.path).read_bytes())
+        if self.engine is None:
+            raise DeviceError(f"device '{device.name}': TensorRT cannot load {artifact.path} "
+                              "(engines are tied to the GPU and TensorRT version that built them)")
+        self.context = self.engine.create_execution_context()
+        self.stream = torch.cuda.Stream()
+        self.buffers: dict[str, torch.Tensor] = {}
+        self.output_name = None
+        for i in range(self.engine.num_io_tensors):
+            name = self.engine.get_tensor_name(i)
+            shape = tuple(self.context.get_tensor_shape(name))
+            np_dtype = np.dtype(trt.nptype(self.engine.get_tensor_dtype(name)))
+            dtype = torch.from_numpy(np.empty(0, dtype=np_dtype)).dtype
+            self.buffers[name] = torch.empty(shape, dtype=dtype, device="cuda")
+            self.context.set_tensor_address(name, self.buffers[name].data_ptr())
+            is_output = self.engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT
+            if is_output and self.output_name is None:
+                self.output_name = name
+        self._timer = CudaEventTimer(self.stream)
+
+    def prepare(self, x: np.ndarray) -> None:
+        self.buffers[INPUT_NAME].copy_(self.torch.from_numpy(x))
+        self.torch.cuda.synchronize()
+
+    def invoke(self, prepared: Any) -> Any:
+        if not self.context.execute_async_v3(self.stream.cuda_stream):
+            raise DeviceError(f"device '{self.device.name}': TensorRT execution failed")
+        return self.buffers[self.output_name]
+
+    def time_once(self, prepared: Any) -> float:
+        return self._timer(lambda: self.invoke(prepared))
+
+    def to_numpy(self, out: Any) -> np.ndarray:
+        self.stream.synchronize()
+        return out.float().cpu().numpy()
