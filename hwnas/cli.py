@@ -10,7 +10,7 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -170,6 +170,45 @@ def devices_show(name: str = typer.Argument(..., help="Device name."),
     info = {**device.model_dump(mode="json"), "available": reason is None, "reason": reason,
             "versions": backend.versions() if reason is None else {}}
     typer.echo(json.dumps(info, indent=2))
+
+
+# -- profile --------------------------------------------------------------------------------
+@app.command("profile")
+def profile_cmd(
+    device: list[str] = typer.Option(..., "--device", help="Device to profile (repeat for several)."),
+    run: Path = typer.Option(..., "--run", help="Run directory (created if new)."),
+    samples: int = typer.Option(100, "--samples", help="Subnets to measure, spread over the MACs range."),
+    reference: list[str] = typer.Option([], "--reference", help="Also time a timm model, e.g. "
+                                        "timm:mobilenetv3_large_100 (no weights needed)."),
+    supernet: Optional[Path] = typer.Option(None, "--supernet", help="Supernet checkpoint stem "
+                                            "(default: the shipped one)."),
+    devices_file: Optional[Path] = DevicesOpt,
+    rounds: int = typer.Option(3, "--rounds", help="Shuffled rounds per subnet (drift correction)."),
+    runs: int = typer.Option(10, "--runs", help="Timed runs per round."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the subnet selection."),
+) -> None:
+    """Measure subnets on devices into the run's measurement store (reruns skip what exists)."""
+    from hwnas.latency.profiler import ProtocolSettings, profile
+    from hwnas.progress import make_progress
+    from hwnas.run import open_run
+
+    cfg = open_run(run, supernet)
+    protocol = ProtocolSettings(rounds=rounds, runs=runs, seed=seed)
+    with make_progress(err_console) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(dev: str, done: int, total: int, key: str) -> None:
+            if dev not in tasks:
+                tasks[dev] = bar.add_task(f"profile {dev}", total=total, info="")
+            bar.update(tasks[dev], completed=done, total=total, info=key)
+
+        results = profile(cfg, device, samples, devices_file=devices_file, references=reference,
+                          protocol=protocol, progress=update)
+    table = Table("device", "measured now", "already there")
+    for r in results:
+        table.add_row(r["device"], str(r["measured"]), str(r["skipped"]))
+    console.print(table)
+    console.print(f"measurements: {run / 'measurements.parquet'}")
 
 
 # -- supernet -------------------------------------------------------------------------------

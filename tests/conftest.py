@@ -22,3 +22,20 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny_supernet(tmp_path_factory):
+    """An (untrained) supernet checkpoint over a small space: enough for profiling and search
+    plumbing, where weights do not matter."""
+    from hwnas.space import SearchSpace
+    from hwnas.supernet.checkpoint import save_checkpoint
+    from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
+
+    space = SearchSpace.from_dict({"r": "32:40:4"})
+    torch.manual_seed(0)
+    model = OFAMobileNetV3(space, n_classes=10)
+    stem = tmp_path_factory.mktemp("supernet") / "supernet"
+    save_checkpoint(stem, model, {"space": space.to_dict(), "n_classes": 10, "dataset": "mnist-embedded",
+                                  "class_names": [str(i) for i in range(10)]}, rng=False)
+    return stem

@@ -1,0 +1,221 @@
+"""`hwnas profile`: measure subnets (and reference models) on devices into the run's store.
+
+Which subnets: a predictor must be right across the whole latency range, and a uniform sample
+bunches in the middle (sums of many slots), so `select_subnets` stratifies over MACs: it spreads
+targets evenly from the smallest to the largest network and takes the pool member nearest each,
+always including the space's min and max.
+
+How: each subnet is compiled by the device's backend (the same `compile` that export uses) and
+timed with the drift-corrected protocol (`hwnas.devices.protocol.measure_many`) beside a fixed
+reference subnet. Each result is appended to the store as soon as it is measured, so a crash loses
+at most the subnet in flight and a rerun skips everything already measured. Local devices are
+profiled one after another (two timing jobs on one machine spoil both); remote agents run in
+parallel, each on its own machine.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from hwnas.errors import DeviceError, InputError
+from hwnas.latency.store import MeasurementStore, stats_row
+from hwnas.run import RunConfig
+from hwnas.space import Arch, SearchSpace
+
+__all__ = ["ProtocolSettings", "select_subnets", "reference_arch", "profile"]
+
+ProgressFn = Callable[[str, int, int, str], Any]  # (device, done, total, key)
+
+
+@dataclass(frozen=True)
+class ProtocolSettings:
+    rounds: int = 3
+    runs: int = 10
+    warmup_runs: int = 5
+    warmup_s: float = 0.2
+    ref_runs: int = 5
+    seed: int = 0
+
+    def kwargs(self) -> dict[str, Any]:
+        return {"rounds": self.rounds, "runs": self.runs, "warmup_runs": self.warmup_runs,
+                "warmup_s": self.warmup_s, "ref_runs": self.ref_runs, "seed": self.seed}
+
+
+def select_subnets(space: SearchSpace, n: int, seed: int = 0, n_classes: int = 1000) -> list[Arch]:
+    """`n` distinct subnets covering the MACs range evenly (min and max included)."""
+    from hwnas.supernet.stats import stats_frame
+
+    if n < 1:
+        raise InputError(f"--samples must be at least 1, got {n}")
+    rng = np.random.default_rng(seed)
+    size = max(20 * n, 2000)
+    pool = np.concatenate([space.to_matrix([space.min_arch(), space.max_arch()]),
+                           space.sample_matrix(size, rng), _graded_pool(space, size, rng)])
+    macs = stats_frame(pool, width_mult=space.width_mult, n_classes=n_classes)["macs"].to_numpy()
+    targets = np.linspace(macs.min(), macs.max(), n)
+    order = np.argsort(macs)
+    sorted_macs = macs[order]
+    taken: set[int] = set()
+    picks: list[int] = []
+    for t in targets:  # nearest not-yet-taken pool member to each target
+        pos = int(np.searchsorted(sorted_macs, t))
+        for step in range(len(order)):
+            cand = [p for p in (pos - step, pos + step) if 0 <= p < len(order) and order[p] not in taken]
+            if cand:
+                best = min(cand, key=lambda p: abs(sorted_macs[p] - t))
+                taken.add(order[best])
+                picks.append(order[best])
+                break
+    archs = space.from_matrix(pool[picks])
+    unique = list(dict.fromkeys(archs))  # the pool may hold duplicates of min/max
+    rng.shuffle(unique)  # measure in random order: drift must not correlate with size
+    return unique
+
+
+def _graded_pool(space: SearchSpace, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Archs from small to large: each draws a level t in [0, 1] and every gene picks its choice
+    index from Binomial(choices - 1, t), so the tails a uniform sample never reaches are covered."""
+    t = rng.random((n, 1))
+
+    def genes(choices: tuple[int, ...], width: int) -> np.ndarray:
+        return np.asarray(choices)[rng.binomial(len(choices) - 1, np.broadcast_to(t, (n, width)))]
+
+    rows = np.concatenate([genes(space.r_choices, 1), genes(space.ks_choices, 20),
+                           genes(space.e_choices, 20), genes(space.d_choices, 5)], axis=1)
+    return space.to_matrix(space.from_matrix(rows))  # canonical: filler in unused slots
+
+
+def reference_arch(space: SearchSpace) -> Arch:
+    """The fixed reference model: the smallest subnet at the middle resolution."""
+    rs = space.r_choices
+    return space.min_arch(r=rs[len(rs) // 2])
+
+
+@dataclass
+class _Job:
+    device: str
+    subnets: list[Arch]
+    models: list[str] = field(default_factory=list)
+
+
+def _build_subnet(arch: Arch, n_classes: int):
+    import torch
+
+    from hwnas.supernet.ofa_mbv3 import MobileNetV3Subnet
+
+    torch.manual_seed(0)  # latency does not depend on the weights; fixed ones keep runs repeatable
+    return MobileNetV3Subnet(arch, n_classes=n_classes).eval()
+
+
+def _build_timm(spec: str, n_classes: int):
+    import timm
+
+    name = spec.split(":", 1)[1]
+    try:
+        return timm.create_model(name, pretrained=False, num_classes=n_classes).eval()
+    except RuntimeError as err:  # timm: "Unknown model (...)"
+        raise InputError(f"reference {spec!r}: {err}; list names with timm.list_models()") from None
+
+
+def _count(module, r: int) -> tuple[int, int]:
+    """Parameters, and MACs (FLOPs / 2) from torch's FLOP counter, for reference models."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    params = sum(p.numel() for p in module.parameters())
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        module(torch.zeros(1, 3, r, r))
+    return params, counter.get_total_flops() // 2
+
+
+def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_file: str | Path | None,
+                    protocol: ProtocolSettings, reference_r: int, progress: ProgressFn | None) -> dict[str, Any]:
+    import torch
+
+    from hwnas.devices import get_backend, measure_many
+    from hwnas.supernet.stats import count_params_macs
+
+    backend = get_backend(job.device, devices_file)
+    backend.check()
+    space, n_classes = run.space, run.n_classes
+    done_subnets = store.keys(job.device, "subnet")
+    done_models = store.keys(job.device, "model")
+    todo = [a for a in job.subnets if a.id not in done_subnets]
+    todo_models = [m for m in job.models if m not in done_models]
+    total = len(todo) + len(todo_models)
+    summary = {"device": job.device, "measured": 0, "skipped": len(job.subnets) + len(job.models) - total}
+    if progress:
+        progress(job.device, 0, total, "")
+    if total == 0:
+        return summary
+
+    with tempfile.TemporaryDirectory(prefix=f"hwnas-{job.device}-") as work:
+        work = Path(work)
+        ref = reference_arch(space)
+        reference = backend.compile_and_load(_build_subnet(ref, n_classes), torch.zeros(1, 3, ref.r, ref.r),
+                                             work / "reference")
+
+        def measure_one(key: str, module, r: int, **row_kw: Any) -> None:
+            artifact = backend.compile(module, torch.zeros(1, 3, r, r), work / key.replace(":", "_"))
+            runner = backend.load(artifact)
+            try:
+                stats = measure_many({key: runner}, reference, **protocol.kwargs())[key]
+            finally:
+                runner.close()
+            store.append([stats_row(job.device, row_kw.pop("kind"), key, stats,
+                                    meta={"reference": ref.to_ofa_dict()}, **row_kw)])
+            summary["measured"] += 1
+            if progress:
+                progress(job.device, summary["measured"], total, key)
+
+        for arch in todo:
+            params, macs = count_params_macs(arch, n_classes)
+            measure_one(arch.id, _build_subnet(arch, n_classes), arch.r, kind="subnet", arch=arch,
+                        params=params, macs=macs)
+        for spec in todo_models:
+            module = _build_timm(spec, n_classes)
+            params, macs = _count(module, reference_r)
+            measure_one(spec, module, reference_r, kind="model", params=params, macs=macs,
+                        block={"resolution": reference_r})
+        reference.close()
+    return summary
+
+
+def profile(run: RunConfig, devices: Sequence[str], samples: int, *, devices_file: str | Path | None = None,
+            references: Sequence[str] = (), reference_resolution: int | None = None,
+            protocol: ProtocolSettings = ProtocolSettings(), progress: ProgressFn | None = None
+            ) -> list[dict[str, Any]]:
+    """Profile `samples` stratified subnets (and `references` like "timm:efficientnet_b0") on each
+    device into the run's store; returns one summary per device."""
+    from hwnas.devices import get_device
+
+    if not devices:
+        raise InputError("name at least one --device (see `hwnas devices list`)")
+    for spec in references:
+        if not spec.startswith("timm:") or len(spec) <= 5:
+            raise InputError(f"reference {spec!r} must look like timm:MODEL_NAME, e.g. timm:mobilenetv3_large_100")
+    resolved = [get_device(d, devices_file) for d in devices]  # unknown names fail before any work
+    for dev in resolved:
+        reason = dev.available()
+        if reason:
+            raise DeviceError(f"device '{dev.name}' is not usable here: {reason}")
+    subnets = select_subnets(run.space, samples, seed=protocol.seed, n_classes=run.n_classes)
+    ref_r = reference_resolution or max(run.space.r_choices)
+    store = MeasurementStore(run.run_dir)
+    local = [_Job(d.name, subnets, list(references)) for d in resolved if not d.is_remote]
+    remote = [_Job(d.name, subnets, list(references)) for d in resolved if d.is_remote]
+
+    def run_group(group: list[_Job]) -> list[dict[str, Any]]:
+        return [_measure_device(run, j, store, devices_file, protocol, ref_r, progress) for j in group]
+
+    groups = ([local] if local else []) + [[j] for j in remote]
+    with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
+        results = [r for rs in pool.map(run_group, groups) for r in rs]
+    return results
+

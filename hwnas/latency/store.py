@@ -1,0 +1,114 @@
+"""The run's measurement store: one Parquet table, `runs/<name>/measurements.parquet`.
+
+One row per measured thing on one device: a subnet (`kind="subnet"`, with the flat arch columns),
+a single block for lookup tables (`kind="block"`), or a reference model such as a timm network
+(`kind="model"`). Columns: identity (`device`, `kind`, `key`), the arch's flat columns (-1 when
+not a subnet), `params`, `macs`, the `LatencyStats` fields (`corrected_ms` is what predictors
+learn), how they were taken, and `block` (JSON of a block's description) / `meta` (JSON).
+
+Appends are atomic (write the whole table to a temp file, rename): a crash leaves the table as it
+was before the last append, never half-written. `(device, kind, key)` is unique: profiling skips
+what is already there, so reruns resume.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from hwnas.devices.stats import LatencyStats
+from hwnas.errors import TableError
+from hwnas.fileio import atomic_path
+from hwnas.space import FLAT_COLUMNS, Arch
+
+__all__ = ["MEASUREMENTS", "MeasurementStore", "read_measurements", "stats_row"]
+
+MEASUREMENTS = "measurements.parquet"
+KINDS = ("subnet", "block", "model")
+_STAT_COLUMNS = ("median_ms", "mean_ms", "std_ms", "p90_ms", "p99_ms", "min_ms", "n", "warmup", "cv",
+                 "corrected_ms", "ref_median_ms", "rounds", "backend", "threads", "batch", "precision",
+                 "resolution", "host", "timer")
+_REQUIRED = ("device", "kind", "key", "corrected_ms", "median_ms", *FLAT_COLUMNS)
+
+
+def stats_row(device: str, kind: str, key: str, stats: LatencyStats, *, arch: Arch | None = None,
+              params: int | None = None, macs: int | None = None, block: Mapping[str, Any] | None = None,
+              meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One store row from a measurement."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    d = stats.to_dict()
+    row: dict[str, Any] = {"device": device, "kind": kind, "key": key}
+    row.update(zip(FLAT_COLUMNS, arch.to_row() if arch is not None else [-1] * len(FLAT_COLUMNS)))
+    row.update(params=-1 if params is None else int(params), macs=-1 if macs is None else int(macs))
+    row.update({c: d[c] for c in _STAT_COLUMNS})
+    row["ref_median_ms"] = np.nan if row["ref_median_ms"] is None else row["ref_median_ms"]
+    row["resolution"] = -1 if row["resolution"] is None else row["resolution"]
+    row.update(ref_ms=json.dumps(d["ref_ms"]), versions=json.dumps(d["versions"], sort_keys=True),
+               block=json.dumps(dict(block or {}), sort_keys=True), meta=json.dumps(dict(meta or {})),
+               measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    return row
+
+
+class MeasurementStore:
+    """Thread-safe, append-only access to a run's measurements."""
+
+    def __init__(self, run_dir: str | Path):
+        self.path = Path(run_dir) / MEASUREMENTS
+        self._lock = threading.Lock()
+
+    def read(self) -> pd.DataFrame:
+        return read_measurements(self.path.parent)
+
+    def keys(self, device: str, kind: str | None = None) -> set[str]:
+        df = self.read()
+        if df.empty:
+            return set()
+        sel = df["device"] == device
+        if kind is not None:
+            sel &= df["kind"] == kind
+        return set(df.loc[sel, "key"])
+
+    def append(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Add rows (replacing none): rows whose (device, kind, key) exist are skipped."""
+        new = pd.DataFrame(list(rows))
+        if new.empty:
+            return 0
+        with self._lock:
+            old = self.read()
+            if not old.empty:
+                seen = set(zip(old["device"], old["kind"], old["key"]))
+                new = new[[k not in seen for k in zip(new["device"], new["kind"], new["key"])]]
+            if new.empty:
+                return 0
+            table = pd.concat([old, new], ignore_index=True) if not old.empty else new
+            with atomic_path(self.path, suffix=".parquet") as tmp:
+                table.to_parquet(tmp, index=False)
+            return len(new)
+
+
+def read_measurements(run_dir: str | Path, device: str | None = None, kind: str | None = None
+                      ) -> pd.DataFrame:
+    """The run's measurements (empty DataFrame when none), optionally for one device/kind."""
+    path = Path(run_dir) / MEASUREMENTS
+    if not path.exists():
+        return pd.DataFrame()
+    try:
+        df = pd.read_parquet(path)
+    except Exception as err:  # pyarrow raises several types for a damaged file
+        raise TableError(f"measurement store {path} is unreadable ({type(err).__name__}); "
+                         "restore it or move it away and profile again") from None
+    missing = [c for c in _REQUIRED if c not in df.columns]
+    if missing:
+        raise TableError(f"{path} is not an hwnas measurement store (missing {', '.join(missing[:4])})")
+    if device is not None:
+        df = df[df["device"] == device]
+    if kind is not None:
+        df = df[df["kind"] == kind]
+    return df.reset_index(drop=True)

@@ -1,0 +1,67 @@
+"""A run directory (`runs/<name>/`): everything one search for one supernet produces.
+
+`config.yaml` pins the supernet (checkpoint stem, search space, classes) so every stage of the run
+(profile, latency fit, search, export) works on the same network. Stages write their own files
+atomically and resume from what exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hwnas.errors import ConfigError
+from hwnas.fileio import atomic_write_text
+from hwnas.space import SearchSpace
+
+__all__ = ["RunConfig", "open_run"]
+
+CONFIG = "config.yaml"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    run_dir: Path
+    supernet: str | None  # checkpoint stem; None = the shipped supernet
+    space: SearchSpace
+    n_classes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"supernet": self.supernet or "shipped", "space": self.space.to_dict(),
+                "n_classes": self.n_classes}
+
+
+def _supernet_identity(stem: str | Path | None) -> tuple[str | None, SearchSpace, int]:
+    from hwnas.supernet.checkpoint import load_checkpoint_meta
+    from hwnas.supernet.pretrained import shipped_checkpoint
+
+    meta = load_checkpoint_meta(shipped_checkpoint() if stem is None else stem)
+    return (None if stem is None else str(stem)), SearchSpace.from_dict(meta["space"]), int(meta["n_classes"])
+
+
+def open_run(run_dir: str | Path, supernet: str | Path | None = None, create: bool = True) -> RunConfig:
+    """Open (or create) a run. An existing run keeps its supernet; naming another is an error."""
+    run_dir = Path(run_dir)
+    path = run_dir / CONFIG
+    if path.exists():
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+            stem = None if raw.get("supernet") in (None, "shipped") else str(raw["supernet"])
+            cfg = RunConfig(run_dir, stem, SearchSpace.from_dict(raw["space"]), int(raw["n_classes"]))
+        except (yaml.YAMLError, KeyError, TypeError, ValueError) as err:
+            raise ConfigError(f"{path} is not a valid run config ({type(err).__name__}: {err}); "
+                              "fix it or start a new run directory") from None
+        if supernet is not None and str(supernet) != (cfg.supernet or "shipped"):
+            raise ConfigError(f"run {run_dir} was made with supernet {cfg.supernet or 'shipped'}, "
+                              f"not {supernet}; use another --run directory")
+        return cfg
+    if not create:
+        raise ConfigError(f"{run_dir} is not an hwnas run (no {CONFIG}); create it with `hwnas profile --run {run_dir} ...`")
+    stem, space, n_classes = _supernet_identity(supernet)
+    cfg = RunConfig(run_dir, stem, space, n_classes)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    return cfg

@@ -1,0 +1,107 @@
+"""`hwnas profile`: stratified subnet choice, the measurement store, resume, bad inputs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hwnas.latency.profiler import ProtocolSettings, profile, select_subnets
+from hwnas.latency.store import read_measurements
+from hwnas.run import open_run
+from hwnas.space import SearchSpace
+from hwnas.supernet.stats import stats_frame
+
+FAST = ["--rounds", "1", "--runs", "3"]
+ENV = {**os.environ, "HWNAS_NO_PROGRESS": "1"}
+
+
+def hwnas(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hwnas", *args], capture_output=True, text=True,
+                          timeout=timeout, env=ENV)
+
+
+def test_selection_covers_the_macs_range():
+    space = SearchSpace()
+    archs = select_subnets(space, 40, seed=1)
+    assert len(set(archs)) == 40 and all(a in space for a in archs)
+    assert space.min_arch() in archs and space.max_arch() in archs
+    macs = np.sort(stats_frame(archs)["macs"].to_numpy())
+    uniform = np.sort(stats_frame(space.sample(40, 1))["macs"].to_numpy())
+    # evenly spread: no big hole, and the extremes a uniform sample misses are covered
+    assert np.diff(macs).max() < 0.1 * (macs[-1] - macs[0])
+    assert macs[0] < uniform[0] and macs[-1] > uniform[-1]
+
+
+def test_profile_stores_and_resumes(tmp_path, tiny_supernet):
+    run = open_run(tmp_path / "run", tiny_supernet)
+    calls = []
+    res = profile(run, ["cpu-ort"], 3, protocol=ProtocolSettings(rounds=1, runs=3),
+                  progress=lambda *a: calls.append(a))
+    assert res[0]["measured"] == 3
+    df = read_measurements(run.run_dir, device="cpu-ort", kind="subnet")
+    assert len(df) == 3 and df["key"].is_unique
+    assert (df["corrected_ms"] > 0).all() and (df["min_ms"] <= df["median_ms"]).all()
+    assert (df["threads"] == 1).all() and set(df["r"]) <= {32, 36, 40}
+    assert (df["macs"] > 0).all() and calls[-1][1:3] == (3, 3)
+    again = profile(run, ["cpu-ort"], 3, protocol=ProtocolSettings(rounds=1, runs=3))
+    assert again[0]["measured"] == 0 and again[0]["skipped"] == 3
+    assert len(read_measurements(run.run_dir)) == 3
+
+
+@pytest.mark.slow
+def test_a_killed_profile_loses_at_most_the_subnet_in_flight(tmp_path, tiny_supernet):
+    run = tmp_path / "run"
+    args = [sys.executable, "-m", "hwnas", "profile", "--device", "cpu-ort", "--run", str(run),
+            "--samples", "8", "--supernet", str(tiny_supernet), *FAST]
+    proc = subprocess.Popen(args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if (run / "measurements.parquet").exists() and len(read_measurements(run)) >= 2:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = read_measurements(run)
+    assert 2 <= len(before) < 8
+    done = hwnas("profile", "--device", "cpu-ort", "--run", str(run), "--samples", "8", *FAST)
+    assert done.returncode == 0, done.stderr
+    after = read_measurements(run)
+    assert len(after) == 8 and after["key"].is_unique
+    # what was measured before the kill is kept as it was
+    pd.testing.assert_frame_equal(after.iloc[: len(before)], before)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--device", "no-such-device"], "unknown device 'no-such-device'"),
+    (["--device", "cuda-torch"], "not usable here"),
+    (["--device", "cpu-ort", "--samples", "0"], "--samples must be at least 1"),
+    (["--device", "cpu-ort", "--reference", "resnet50"], "timm:MODEL_NAME"),
+])
+def test_bad_profile_input_gives_one_line(tmp_path, tiny_supernet, args, message):
+    proc = hwnas("profile", "--run", str(tmp_path / "run"), "--supernet", str(tiny_supernet), *args, *FAST)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+
+
+def test_corrupt_store_is_reported_and_kept(tmp_path, tiny_supernet):
+    run = tmp_path / "run"
+    open_run(run, tiny_supernet)
+    (run / "measurements.parquet").write_bytes(b"not parquet")
+    proc = hwnas("profile", "--device", "cpu-ort", "--run", str(run), "--samples", "2", *FAST)
+    assert proc.returncode == 2 and "measurement store" in proc.stderr
+    assert (run / "measurements.parquet").read_bytes() == b"not parquet"
+
+
+def test_a_run_keeps_its_supernet(tmp_path, tiny_supernet):
+    open_run(tmp_path / "run", tiny_supernet)
+    proc = hwnas("profile", "--device", "cpu-ort", "--run", str(tmp_path / "run"), "--samples", "1",
+                 "--supernet", str(tmp_path / "other"), *FAST)
+    assert proc.returncode == 2 and "was made with supernet" in proc.stderr
