@@ -28,7 +28,7 @@ from hwnas.latency.store import MeasurementStore, stats_row
 from hwnas.run import RunConfig
 from hwnas.space import Arch, SearchSpace
 
-__all__ = ["ProtocolSettings", "select_subnets", "reference_arch", "profile"]
+__all__ = ["ProtocolSettings", "select_subnets", "reference_arch", "profile", "measure_subnets"]
 
 ProgressFn = Callable[[str, int, int, str], Any]  # (device, done, total, key)
 
@@ -185,6 +185,24 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
                         block={"resolution": reference_r})
         reference.close()
     return summary
+
+
+def measure_subnets(run: RunConfig, device: str, archs: Sequence[Arch], *,
+                    devices_file: str | Path | None = None, protocol: ProtocolSettings = ProtocolSettings(),
+                    progress: ProgressFn | None = None):
+    """Measure `archs` on `device` (those not yet in the run's store), then return the store's
+    subnet rows for all of them (a DataFrame indexed by arch id). Used to verify search results."""
+    from hwnas.devices import get_device
+
+    reason = get_device(device, devices_file).available()
+    if reason:
+        raise DeviceError(f"device '{device}' is not usable here: {reason}")
+    store = MeasurementStore(run.run_dir)
+    _measure_device(run, _Job(device, list(archs)), store, devices_file, protocol,
+                    max(run.space.r_choices), progress)
+    df = store.read()
+    df = df[(df["device"] == device) & (df["kind"] == "subnet")].set_index("key")
+    return df.loc[[a.id for a in archs]]
 
 
 def profile(run: RunConfig, devices: Sequence[str], samples: int, *, devices_file: str | Path | None = None,
