@@ -293,6 +293,33 @@ def train(
                           f"{last.get('val_top1_max')}%, min {last.get('val_top1_min')}%)")
 
 
+@app.command("dashboard")
+def dashboard(
+    run: Path = typer.Option(Path("runs"), "--run", help="A run directory, or a folder of runs."),
+    port: int = typer.Option(8501, "--port", help="Port to serve on."),
+    address: str = typer.Option("127.0.0.1", "--address", help="Address to bind (loopback by default)."),
+) -> None:
+    """Serve the Streamlit Pareto dashboard for a run (Ctrl-C stops it)."""
+    import os
+    import subprocess
+
+    from hwnas.dashboard import serve_command
+    from hwnas.dashboard.data import find_runs
+
+    if not run.exists():
+        raise InputError(f"{run} does not exist; pass a run directory made by `hwnas profile --run DIR`")
+    if not find_runs(run):
+        raise InputError(f"{run} holds no hwnas run (no config.yaml); pass a run directory or a folder of runs")
+    if not 0 < port < 65536:
+        raise InputError(f"--port must be within 1..65535, got {port}")
+    err_console.print(f"dashboard for {run} at http://{address}:{port}  (Ctrl-C to stop)")
+    env = {**os.environ, "HWNAS_DASHBOARD_RUN": str(run.resolve())}
+    try:
+        subprocess.run(serve_command(port, address), env=env, check=False)
+    except KeyboardInterrupt:
+        pass
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point: user errors and usage errors become one line on stderr and exit code 2."""
     try:
