@@ -33,6 +33,10 @@ app.add_typer(supernet_app, name="supernet")
 devices_app = typer.Typer(help="Target devices: built-in and from a devices YAML.", no_args_is_help=True)
 app.add_typer(devices_app, name="devices")
 
+agent_app = typer.Typer(help="Remote device agents: run one on the target, profile it from here.",
+                        no_args_is_help=True)
+app.add_typer(agent_app, name="agent")
+
 DevicesOpt = typer.Option(None, "--devices", help="YAML file of user devices "
                           "(see experiments/devices.example.yaml).")
 
@@ -170,6 +174,46 @@ def devices_show(name: str = typer.Argument(..., help="Device name."),
     info = {**device.model_dump(mode="json"), "available": reason is None, "reason": reason,
             "versions": backend.versions() if reason is None else {}}
     typer.echo(json.dumps(info, indent=2))
+
+
+# -- agent ----------------------------------------------------------------------------------
+@agent_app.command("serve")
+def agent_serve(
+    token_file: Path = typer.Option(..., "--token-file", help="File holding the shared token "
+                                    "(make one with `hwnas agent token FILE`)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0 for the network)."),
+    port: int = typer.Option(8765, "--port", help="Port to listen on."),
+    devices_file: Optional[Path] = DevicesOpt,
+    state_dir: Optional[Path] = typer.Option(None, "--state-dir", help="Where finished results are kept "
+                                             "(default ~/.local/state/hwnas/agent)."),
+    max_request_bytes: int = typer.Option(64 * 2**20, "--max-request-bytes", help="Largest request accepted."),
+) -> None:
+    """Serve this machine's devices to remote profilers (ONNX in, latency stats out)."""
+    from hwnas.devices.agent import serve
+
+    serve(host, port, token_file, devices_file, state_dir, max_request_bytes,
+          echo=lambda msg: err_console.print(msg, highlight=False))
+
+
+@agent_app.command("token")
+def agent_token(path: Path = typer.Argument(..., help="Where to write the new token (mode 0600).")) -> None:
+    """Create a random token file for `hwnas agent serve` and the devices that use it."""
+    from hwnas.devices.agent import create_token_file
+
+    create_token_file(path)
+    err_console.print(f"wrote a new token to {path}; copy it to the agent machine")
+
+
+@agent_app.command("health")
+def agent_health(device: str = typer.Argument(..., help="A remote device (with host/port) from --devices."),
+                 devices_file: Optional[Path] = DevicesOpt) -> None:
+    """Ask a remote device's agent how it is: versions, devices, counters."""
+    from hwnas.devices import get_backend
+
+    backend = get_backend(device, devices_file)
+    if not hasattr(backend, "health"):
+        raise InputError(f"device '{device}' is local, not served by an agent")
+    typer.echo(json.dumps(backend.health(), indent=2))
 
 
 # -- profile --------------------------------------------------------------------------------

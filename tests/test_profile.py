@@ -105,3 +105,38 @@ def test_a_run_keeps_its_supernet(tmp_path, tiny_supernet):
     proc = hwnas("profile", "--device", "cpu-ort", "--run", str(tmp_path / "run"), "--samples", "1",
                  "--supernet", str(tmp_path / "other"), *FAST)
     assert proc.returncode == 2 and "was made with supernet" in proc.stderr
+
+
+@pytest.mark.slow
+def test_profile_through_a_remote_agent(tmp_path, tiny_supernet):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = tmp_path / "token"
+    assert hwnas("agent", "token", str(token)).returncode == 0
+    agent = subprocess.Popen([sys.executable, "-m", "hwnas", "agent", "serve", "--port", str(port),
+                              "--token-file", str(token), "--state-dir", str(tmp_path / "state")],
+                             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        devices = tmp_path / "devices.yaml"
+        devices.write_text(f"devices:\n  - name: pi\n    backend: onnxruntime\n    host: 127.0.0.1\n"
+                           f"    port: {port}\n    token_file: {token}\n")
+        deadline = time.time() + 60
+        while hwnas("agent", "health", "pi", "--devices", str(devices)).returncode != 0:
+            assert time.time() < deadline and agent.poll() is None, "agent did not come up"
+            time.sleep(0.5)
+        proc = hwnas("profile", "--device", "pi", "--devices", str(devices), "--run", str(tmp_path / "run"),
+                     "--samples", "2", "--supernet", str(tiny_supernet), *FAST)
+        assert proc.returncode == 0, proc.stderr
+        df = read_measurements(tmp_path / "run", device="pi")
+        assert len(df) == 2 and (df["corrected_ms"] > 0).all() and (df["backend"] == "onnxruntime").all()
+    finally:
+        agent.terminate()
+        agent.wait(timeout=30)
+    # the agent is gone: one clear line, nothing lost
+    proc = hwnas("profile", "--device", "pi", "--devices", str(devices), "--run", str(tmp_path / "run"),
+                 "--samples", "3", *FAST)
+    assert proc.returncode == 2 and "unreachable" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert len(read_measurements(tmp_path / "run", device="pi")) == 2

@@ -52,10 +52,10 @@ _BACKENDS: dict[str, str] = {
     "tensorrt": "hwnas.devices.tensorrt_backend:TensorRtBackend",
 }
 
-# Extension point for the remote agent client: a factory that returns a Backend which sends ONNX
-# bytes + a token to the agent on `device.host`. Until one is registered, remote devices report
+# Extension point for the remote agent client: a factory (or "module:attr") that returns a Backend
+# which sends ONNX bytes + a token to the agent on `device.host`. With None, remote devices report
 # themselves unavailable (Backend.available) instead of pretending to work.
-_REMOTE_FACTORY: Callable[[Device], Backend] | None = None
+_REMOTE_FACTORY: Callable[[Device], Backend] | str | None = "hwnas.devices.agent.client:RemoteBackend"
 
 _BUILTIN: list[dict[str, Any]] = [
     dict(name="cpu-torch", backend="torch", provider="cpu",
@@ -104,7 +104,11 @@ def register_remote_backend(factory: Callable[[Device], Backend] | None) -> None
 
 def make_backend(device: Device) -> Backend:
     if device.host is not None and _REMOTE_FACTORY is not None:
-        return _REMOTE_FACTORY(device)
+        factory = _REMOTE_FACTORY
+        if isinstance(factory, str):
+            module, _, attr = factory.partition(":")
+            factory = getattr(importlib.import_module(module), attr)
+        return factory(device)
     return backend_class(device.backend)(device)
 
 

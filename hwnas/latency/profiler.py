@@ -138,10 +138,12 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
                     protocol: ProtocolSettings, reference_r: int, progress: ProgressFn | None) -> dict[str, Any]:
     import torch
 
-    from hwnas.devices import get_backend, measure_many
+    from hwnas.devices import get_backend, get_device, measure_many
     from hwnas.supernet.stats import count_params_macs
 
-    backend = get_backend(job.device, devices_file)
+    device = get_device(job.device, devices_file)
+    backend = get_backend(device)
+    remote = device.is_remote
     backend.check()
     space, n_classes = run.space, run.n_classes
     done_subnets = store.keys(job.device, "subnet")
@@ -158,16 +160,23 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
     with tempfile.TemporaryDirectory(prefix=f"hwnas-{job.device}-") as work:
         work = Path(work)
         ref = reference_arch(space)
-        reference = backend.compile_and_load(_build_subnet(ref, n_classes), torch.zeros(1, 3, ref.r, ref.r),
-                                             work / "reference")
+        ref_artifact = backend.compile(_build_subnet(ref, n_classes), torch.zeros(1, 3, ref.r, ref.r),
+                                       work / "reference")
+        # A remote agent times on its own machine; a local device keeps the reference loaded.
+        reference = None if remote else backend.load(ref_artifact)
+
+        def time_artifact(key: str, artifact) -> Any:
+            if remote:
+                return backend.measure_many({key: artifact}, ref_artifact, **protocol.kwargs())[key]
+            runner = backend.load(artifact)
+            try:
+                return measure_many({key: runner}, reference, **protocol.kwargs())[key]
+            finally:
+                runner.close()
 
         def measure_one(key: str, module, r: int, **row_kw: Any) -> None:
             artifact = backend.compile(module, torch.zeros(1, 3, r, r), work / key.replace(":", "_"))
-            runner = backend.load(artifact)
-            try:
-                stats = measure_many({key: runner}, reference, **protocol.kwargs())[key]
-            finally:
-                runner.close()
+            stats = time_artifact(key, artifact)
             store.append([stats_row(job.device, row_kw.pop("kind"), key, stats,
                                     meta={"reference": ref.to_ofa_dict()}, **row_kw)])
             summary["measured"] += 1
@@ -183,7 +192,8 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
             params, macs = _count(module, reference_r)
             measure_one(spec, module, reference_r, kind="model", params=params, macs=macs,
                         block={"resolution": reference_r})
-        reference.close()
+        if reference is not None:
+            reference.close()
     return summary
 
 

@@ -106,10 +106,10 @@ def test_list_devices_rows_say_why_a_device_is_unusable():
         assert "pip install 'hwnas[tensorrt]'" in rows["trt"]["available"]
 
 
-def test_remote_device_is_unavailable_not_faked(tiny_net, example_input, tmp_path):
+def test_remote_device_without_token_is_unavailable_not_faked(tiny_net, example_input, tmp_path):
     device = Device(name="jetson", backend="tensorrt", host="10.0.0.7", port=8765)
     assert device.is_remote
-    assert "agent client" in device.available()
+    assert "needs a token_file" in device.available()
     with pytest.raises(DeviceError, match="device 'jetson' is not usable here: remote device"):
         get_backend(device).compile(tiny_net, example_input, tmp_path)
 

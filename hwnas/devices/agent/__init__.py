@@ -1,0 +1,47 @@
+"""The remote agent: measure on a target machine (Jetson, Raspberry Pi, phone, GPU server) from
+another one.
+
+On the target, `hwnas agent serve --host H --port P --token-file F` (`serve`) runs an HTTP
+agent with that machine's backends (`server`). On the workstation, a device with `host`,
+`port` and `token_file` gets a `RemoteBackend` (`client`): models are exported to ONNX here,
+sent with the token, timed there with `hwnas.devices.protocol`, and come back as
+`LatencyStats`. The wire format and its checks are in `wire`; the agent's crash-safe state
+(received models, finished results by request id) in `store`.
+
+Security model: a shared token read from a file (never from the command line), compared in
+constant time; a size limit checked before any body is read; ONNX is the only payload (parsed
+and checked, never executed; no pickles, no external data). Traffic is plain HTTP: keep agents
+on a trusted network or reach them through an SSH tunnel.
+"""
+
+from __future__ import annotations
+
+from hwnas.devices.agent.client import (
+    AgentClient,
+    AgentRefused,
+    AgentSettings,
+    RemoteBackend,
+    measure_artifacts,
+)
+from hwnas.devices.agent.server import Agent, make_server, serve
+from hwnas.devices.agent.wire import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_PORT,
+    create_token_file,
+    read_token,
+)
+
+__all__ = [
+    "Agent",
+    "AgentClient",
+    "AgentRefused",
+    "AgentSettings",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_PORT",
+    "RemoteBackend",
+    "create_token_file",
+    "make_server",
+    "measure_artifacts",
+    "read_token",
+    "serve",
+]

@@ -1,0 +1,418 @@
+"""The agent client: `RemoteBackend` is the backend of every device with a `host`.
+
+Compiling happens here (ONNX export, as for onnxruntime); timing happens on the agent, with the
+same protocol (`hwnas.devices.protocol`) run there. A remote device therefore has no local
+`Runner` (`load` says so); profiling branches once on `device.is_remote`::
+
+    backend = device.backend_impl()            # RemoteBackend for a device with a host
+    artifacts = {i: backend.compile(net, x, workdir / i) for i, net in nets.items()}
+    reference = backend.compile(reference_net, x, workdir / "reference")
+    stats = backend.measure_many(artifacts, reference, rounds=3, runs=10, progress=cb)
+
+`measure_artifacts(backend, artifacts, reference, **kw)` does that for remote and local devices
+alike. `measure_many` packs the models into requests that fit the agent's size limit (at most
+`max_models_per_request` each); each request is one drift-corrected session on the agent, so
+`ratio` is comparable across requests. `progress(done, total, id)` counts models as their
+request returns. `measure(artifact, reference=None, **kw)` mirrors `protocol.measure`.
+
+A remote device is a normal device entry plus where its agent is::
+
+    - name: jetson-ort
+      backend: onnxruntime        # what the agent runs (or options.agent.device: a name there)
+      threads: 4
+      host: 10.0.0.7
+      port: 8765
+      token_file: ~/.hwnas/jetson.token
+      options:
+        agent: {connect_timeout_s: 3, read_timeout_s: 900, retries: 5, backoff_s: 0.5}
+
+Each request carries a fresh request id that its retries reuse: after a timeout, a dropped
+connection or a restarted agent, the retry gets the stored result, never a second measurement.
+Connection errors and 5xx are retried with exponential backoff; 4xx are final. Every failure is
+one `AgentError` line (unreachable agent, refused token, payload too large, not ONNX, the
+agent's own failure).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hwnas.devices.agent.wire import (
+    CONTENT_TYPE,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_PORT,
+    ProtocolOptions,
+    encode_frames,
+    read_token,
+    sha256,
+)
+from hwnas.devices.base import Artifact, Backend, Runner
+from hwnas.devices.onnx_export import export_onnx
+from hwnas.devices.stats import LatencyStats
+from hwnas.errors import AgentError, DeviceError, InputError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from hwnas.devices.device import Device
+    from hwnas.devices.protocol import ProgressFn
+
+__all__ = ["AgentSettings", "AgentClient", "AgentRefused", "RemoteBackend", "measure_artifacts"]
+
+_MAX_BACKOFF_S = 8.0
+_HEADER_ALLOWANCE = 64 * 1024  # bytes of a request that are not model bytes (generous)
+
+
+class AgentSettings(BaseModel):
+    """Client settings, from the device's `options["agent"]` (none are sent to the agent)."""
+
+    model_config = ConfigDict(extra="forbid")
+    device: str | None = Field(None, description="an agent device by name instead of this "
+                               "device's own backend/threads/precision")
+    connect_timeout_s: float = Field(3.0, gt=0)
+    read_timeout_s: float = Field(900.0, gt=0, description="per request: a batch of models")
+    health_timeout_s: float = Field(2.0, gt=0, description="for available()")
+    retries: int = Field(5, ge=0, le=50)
+    backoff_s: float = Field(0.5, ge=0)
+    max_models_per_request: int = Field(8, ge=1, le=1000)
+
+
+class AgentRefused(AgentError):
+    """The agent answered with a refusal (4xx): not retried. `code` is its machine-readable
+    reason, `details` the whole JSON answer."""
+
+    def __init__(self, message: str, *, status: int, code: str, details: dict[str, Any],
+                 hint: str | None = None):
+        super().__init__(message, hint)
+        self.status, self.code, self.details = status, code, details
+
+
+class _Transient(Exception):
+    """A failure worth retrying, by `stage`: "connect" (no connection), "exchange" (lost or
+    timed out), "agent" (a 5xx: the agent itself failed)."""
+
+    def __init__(self, reason: str, stage: str):
+        super().__init__(reason)
+        self.reason, self.stage = reason, stage
+
+
+class AgentClient:
+    """HTTP to one agent: the token, timeouts, retries with backoff, errors as AgentError."""
+
+    def __init__(self, host: str, port: int, token_file: str | Path | None,
+                 settings: AgentSettings | None = None):
+        self.host, self.port, self.token_file = host, int(port), token_file
+        self.settings = settings or AgentSettings()
+        self.where = f"{host}:{port}"
+
+    def health(self, *, timeout_s: float | None = None, retries: int | None = 0) -> dict[str, Any]:
+        t = timeout_s or self.settings.health_timeout_s
+        return self.request("GET", "/health", retries=retries, connect_timeout_s=t,
+                            read_timeout_s=t)
+
+    def request(self, method: str, path: str, body: bytes | None = None, *,
+                retries: int | None = None, connect_timeout_s: float | None = None,
+                read_timeout_s: float | None = None) -> dict[str, Any]:
+        """One request, retried on connection errors and 5xx; the JSON answer."""
+        token = read_token(self.token_file)
+        retries = self.settings.retries if retries is None else retries
+        last: _Transient | None = None
+        for attempt in range(retries + 1):
+            if attempt:
+                time.sleep(min(self.settings.backoff_s * 2 ** (attempt - 1), _MAX_BACKOFF_S))
+            try:
+                status, answer = self._exchange(
+                    method, path, body, token, connect_timeout_s or self.settings.connect_timeout_s,
+                    read_timeout_s or self.settings.read_timeout_s)
+            except _Transient as err:
+                last = err
+                continue
+            if status < 400:
+                return answer
+            if status >= 500:
+                last = _Transient(str(answer.get("message", f"HTTP {status}")), "agent")
+                continue
+            raise self._refused(status, answer)
+        assert last is not None
+        raise self._gave_up(last, retries + 1)
+
+    def _exchange(self, method: str, path: str, body: bytes | None, token: str,
+                  connect_timeout_s: float, read_timeout_s: float) -> tuple[int, dict[str, Any]]:
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=connect_timeout_s)
+        try:
+            try:
+                conn.connect()
+            except ConnectionRefusedError:
+                raise _Transient("connection refused", "connect") from None
+            except socket.gaierror as err:
+                raise _Transient(f"cannot resolve {self.host} ({err.strerror})",
+                                 "connect") from None
+            except TimeoutError:
+                raise _Transient(f"no connection within {connect_timeout_s:g} s",
+                                 "connect") from None
+            except OSError as err:
+                raise _Transient(err.strerror or type(err).__name__, "connect") from None
+            assert conn.sock is not None
+            conn.sock.settimeout(read_timeout_s)
+            try:
+                conn.putrequest(method, path, skip_accept_encoding=True)
+                conn.putheader("Authorization", f"Bearer {token}")
+                if body is not None:
+                    conn.putheader("Content-Type", CONTENT_TYPE)
+                    conn.putheader("Content-Length", str(len(body)))
+                conn.endheaders()
+                if body:
+                    try:
+                        conn.send(body)
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass  # refused before the body was read: the answer says why
+                response = conn.getresponse()
+                data = response.read()
+            except TimeoutError:
+                raise _Transient(f"no answer within {read_timeout_s:g} s", "exchange") from None
+            except (http.client.HTTPException, OSError) as err:
+                raise _Transient(f"connection lost ({type(err).__name__})",
+                                 "exchange") from None
+        finally:
+            conn.close()
+        try:
+            answer = json.loads(data)
+            if not isinstance(answer, dict):
+                raise ValueError
+        except ValueError:
+            raise AgentError(f"{self.where} answered HTTP {response.status} with something "
+                             "that is not an hwnas agent's JSON; check --host/--port") from None
+        return response.status, answer
+
+    def _refused(self, status: int, answer: dict[str, Any]) -> AgentRefused:
+        code = str(answer.get("error", "refused"))
+        message = str(answer.get("message", f"HTTP {status}"))
+        hint = None
+        if status == 401:
+            text = f"agent at {self.where} refused the token from {self.token_file}"
+            hint = "the file must hold the token of the agent's --token-file"
+        elif status == 413:
+            text = f"agent at {self.where} refused the request: payload too large: {message}"
+        elif code == "not_onnx":
+            text = f"agent at {self.where} refused the payload: {message}"
+        elif status == 422:
+            text = f"agent at {self.where} could not measure: {message}"
+        else:
+            text = f"agent at {self.where} refused the request (HTTP {status}, {code}): {message}"
+        return AgentRefused(text, status=status, code=code, details=answer, hint=hint)
+
+    def _gave_up(self, err: _Transient, attempts: int) -> AgentError:
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        if err.stage == "connect":
+            return AgentError(f"agent at {self.where} is unreachable: {err.reason}{tries}; start "
+                              f"it with `hwnas agent serve --host {self.host} --port {self.port} "
+                              "--token-file FILE` or check --host/--port")
+        if err.stage == "agent":
+            return AgentError(f"agent at {self.where} failed: {err.reason}{tries}; see the "
+                              "agent's log")
+        return AgentError(f"agent at {self.where} did not complete the request: "
+                          f"{err.reason}{tries}; check that the agent is still running")
+
+
+class RemoteBackend(Backend):
+    """Compiles to ONNX here and has the agent on `device.host` time it (see the module doc)."""
+
+    name = "remote"
+    artifact_format = "onnx"
+    dists = ("onnx",)
+
+    def __init__(self, device: Device):
+        super().__init__(device)
+        try:
+            self.settings = AgentSettings.model_validate(device.options.get("agent") or {})
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise DeviceError(f"device '{device.name}': options.agent."
+                              f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        assert device.host is not None
+        self.client = AgentClient(device.host, device.port or DEFAULT_PORT, device.token_file,
+                                  self.settings)
+        self._health: dict[str, Any] | None = None
+        self._health_at = 0.0
+        self._held: set[str] = set()  # sha256 of the models the agent is known to hold
+
+    # -- availability --------------------------------------------------------------------
+    def health(self, max_age_s: float = 30.0, retries: int | None = 0) -> dict[str, Any]:
+        """The agent's /health (a successful answer is reused for `max_age_s`); `retries=None`
+        retries like a measurement does."""
+        if self._health is None or time.monotonic() - self._health_at > max_age_s:
+            self._health = self.client.health(retries=retries)
+            self._health_at = time.monotonic()
+        return self._health
+
+    def available(self) -> str | None:
+        """None when the agent answers and accepts the token (and has the named agent device
+        usable), else why not; takes at most `health_timeout_s`."""
+        if self.device.token_file is None:
+            return (f"remote device at {self.client.where} needs a token_file for the agent "
+                    "client: a file holding the agent's token (see `hwnas agent serve "
+                    "--token-file`)")
+        try:
+            health = self.health()
+        except AgentError as err:
+            return str(err)
+        name = self.settings.device
+        if name is not None:
+            status = {d["name"]: d for d in health.get("devices", [])}.get(name)
+            if status is None:
+                return f"agent at {self.client.where} has no device '{name}'"
+            if status.get("available"):
+                return f"device '{name}' on the agent at {self.client.where}: {status['available']}"
+        return None
+
+    # -- compile here, run there ---------------------------------------------------------
+    def _compile(self, module: nn.Module, x: torch.Tensor, workdir: Path) -> Artifact:
+        path = export_onnx(module, x, workdir / "model.onnx", precision=self.device.precision)
+        dtype = "float16" if self.device.precision == "fp16" else "float32"
+        return self._artifact(path, x, input_dtype=dtype, agent=self.client.where)
+
+    def _load(self, artifact: Artifact) -> Runner:
+        raise DeviceError(f"device '{self.device.name}' is remote: its models run on the agent "
+                          f"at {self.client.where}, not here; time them with "
+                          "RemoteBackend.measure / measure_many (or measure_artifacts)")
+
+    def measure(self, artifact: Artifact, *, reference: Artifact | None = None,
+                request_id: str | None = None, **protocol: Any) -> LatencyStats:
+        """`protocol.measure` on the agent (same keyword arguments)."""
+        options = _options(protocol)
+        if extra := set(options.kwargs()) - ProtocolOptions.SINGLE:
+            raise InputError(f"measure takes {sorted(ProtocolOptions.SINGLE)}, not "
+                             f"{sorted(extra)}; use measure_many")
+        return self._post("/measure", {"model": artifact}, reference, options,
+                          request_id)["model"]
+
+    def measure_many(self, artifacts: Mapping[str, Artifact], reference: Artifact, *,
+                     progress: ProgressFn | None = None, **protocol: Any
+                     ) -> dict[str, LatencyStats]:
+        """`protocol.measure_many` on the agent (same keyword arguments), in as many requests
+        as the agent's size limit and `max_models_per_request` need."""
+        options = _options(protocol)
+        out: dict[str, LatencyStats] = {}
+        done = 0
+        for chunk in self._chunks(artifacts, reference):
+            out.update(self._post("/measure_many", chunk, reference, options))
+            for mid in chunk:
+                done += 1
+                if progress is not None:
+                    progress(done, len(artifacts), mid)
+        return {mid: out[mid] for mid in artifacts}
+
+    # -- internals -----------------------------------------------------------------------
+    def _limit(self) -> int:
+        """The agent's request size limit (fixed while it runs: any answer ever seen will do)."""
+        health = self._health or self.health(retries=None)
+        return int(health.get("max_request_bytes", DEFAULT_MAX_REQUEST_BYTES))
+
+    def _chunks(self, artifacts: Mapping[str, Artifact], reference: Artifact
+                ) -> Iterator[dict[str, Artifact]]:
+        """Consecutive groups that fit the agent's size limit (a too-big model goes alone and
+        is refused with the size in the message)."""
+        budget = self._limit() - _HEADER_ALLOWANCE - _size(reference, self.device.name)
+        chunk: dict[str, Artifact] = {}
+        used = 0
+        for mid, artifact in artifacts.items():
+            size = _size(artifact, self.device.name)
+            if chunk and (len(chunk) >= self.settings.max_models_per_request
+                          or used + size > budget):
+                yield chunk
+                chunk, used = {}, 0
+            chunk[mid] = artifact
+            used += size
+        if chunk:
+            yield chunk
+
+    def _target(self) -> dict[str, Any]:
+        """The device the agent should use: a name there, or this device's own spec."""
+        if self.settings.device is not None:
+            return {"agent_device": self.settings.device}
+        spec = self.device.model_dump(mode="json",
+                                      exclude={"host", "port", "token_file", "description"})
+        spec["options"] = {k: v for k, v in spec["options"].items() if k != "agent"}
+        return {"device": spec}
+
+    def _post(self, path: str, chunk: Mapping[str, Artifact], reference: Artifact | None,
+              options: ProtocolOptions, request_id: str | None = None
+              ) -> dict[str, LatencyStats]:
+        data = {mid: _read(a, self.device.name) for mid, a in chunk.items()}
+        ref = _read(reference, self.device.name) if reference is not None else None
+        by_sha = {sha256(b): b for b in [*data.values(), *([ref] if ref else [])]}
+        header = {"request_id": request_id or uuid.uuid4().hex, **self._target(),
+                  "protocol": options.kwargs(),
+                  "models": {mid: sha256(b) for mid, b in data.items()},
+                  "reference": sha256(ref) if ref else None}
+
+        def send(shas: list[str]) -> dict[str, Any]:
+            body = encode_frames(header, [by_sha[s] for s in shas])
+            if len(body) > (limit := self._limit()):
+                raise AgentError(f"agent at {self.client.where} refused the request: payload "
+                                 f"too large: {len(body)} bytes, more than its limit of {limit}; "
+                                 "start the agent with a larger --max-request-bytes")
+            return self.client.request("POST", path, body)
+
+        try:
+            answer = send([s for s in by_sha if s not in self._held])
+        except AgentRefused as err:
+            if err.code != "missing_models":
+                raise
+            answer = send(list(by_sha))  # the agent lost some (evicted, state wiped): resend
+        self._held |= set(by_sha)
+        results = {mid: LatencyStats.from_dict(obj) for mid, obj in answer["results"].items()}
+        for stats in results.values():
+            stats.device = self.device.name  # stored under this device's name
+        return results
+
+
+def _options(protocol: Mapping[str, Any]) -> ProtocolOptions:
+    try:
+        return ProtocolOptions(**protocol)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise InputError(f"measurement option {'.'.join(map(str, first['loc']))}: "
+                         f"{first['msg']}") from None
+
+
+def _checked(artifact: Artifact, device: str) -> Path:
+    if artifact.format != "onnx" or artifact.path is None or not Path(artifact.path).is_file():
+        raise DeviceError(f"device '{device}' sends ONNX files to its agent; got a "
+                          f"{artifact.format} artifact at {artifact.path}; compile the model "
+                          "for this device")
+    return Path(artifact.path)
+
+
+def _read(artifact: Artifact, device: str) -> bytes:
+    return _checked(artifact, device).read_bytes()
+
+
+def _size(artifact: Artifact, device: str) -> int:
+    return _checked(artifact, device).stat().st_size
+
+
+def measure_artifacts(backend: Backend, artifacts: Mapping[str, Artifact], reference: Artifact,
+                      **protocol: Any) -> dict[str, LatencyStats]:
+    """Drift-corrected timings of compiled artifacts on any device: the agent of a remote
+    device times them; a local device loads runners and runs `protocol.measure_many`."""
+    if isinstance(backend, RemoteBackend):
+        return backend.measure_many(artifacts, reference, **protocol)
+    from hwnas.devices.protocol import measure_many
+
+    runners = {mid: backend.load(a) for mid, a in artifacts.items()}
+    ref = backend.load(reference)
+    try:
+        return measure_many(runners, ref, **protocol)
+    finally:
+        for runner in [*runners.values(), ref]:
+            runner.close()

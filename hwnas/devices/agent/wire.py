@@ -1,0 +1,272 @@
+"""What travels between the agent client and the agent: frames, request schema, refusals, tokens.
+
+A measurement request is one HTTP body of type `CONTENT_TYPE`::
+
+    MAGIC | uint32 big-endian header length | header JSON (MeasureRequest) | blob 0 | blob 1 | ...
+
+The header names every model by the sha256 of its ONNX bytes; `blobs` lists the sha256 and size
+of the bytes appended after it, in order. A blob may be left out when the agent already holds
+that model (the reference, after the first request of a session): the agent answers 409
+`missing_models` with the shas it lacks and the client resends them. Raw bytes after a JSON
+header avoid base64 (+33%) on models of tens of MiB. No other payload format exists: the agent
+never unpickles anything, and every blob must parse as a self-contained ONNX model.
+
+Every refusal is an HTTP status plus a JSON body ``{"error": code, "message": one line}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import struct
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Iterator
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from hwnas.errors import AgentError
+
+__all__ = [
+    "API_VERSION", "DEFAULT_PORT", "DEFAULT_MAX_REQUEST_BYTES", "CONTENT_TYPE", "MAGIC",
+    "Refusal", "Blob", "ProtocolOptions", "MeasureRequest", "OnnxInput",
+    "encode_frames", "decode_frames", "sha256", "check_onnx", "read_token", "create_token_file",
+]
+
+API_VERSION = 1
+DEFAULT_PORT = 8765
+DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+CONTENT_TYPE = "application/x-hwnas-frames"
+MAGIC = b"HWNAS-AGENT-1\n"
+MAX_HEADER_BYTES = 1 << 20
+MIN_TOKEN_CHARS = 16
+
+_SHA = r"^[0-9a-f]{64}$"
+Sha256 = Annotated[str, Field(pattern=_SHA)]
+ModelId = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class Refusal(Exception):
+    """A request the agent turns down: HTTP status, machine-readable code, one-line message."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any):
+        super().__init__(message)
+        self.status, self.code, self.message, self.extra = status, code, message, extra
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.code, "message": self.message, **self.extra}
+
+
+class Blob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sha256: Sha256
+    size: int = Field(ge=1)
+
+
+class ProtocolOptions(BaseModel):
+    """Keyword arguments of `protocol.measure` / `measure_many`, bounded so that one request
+    cannot hold the agent for days. Unset fields keep the protocol's own defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+    rounds: int | None = Field(None, ge=1, le=100)
+    runs: int | None = Field(None, ge=1, le=100_000)
+    warmup_runs: int | None = Field(None, ge=0, le=100_000)
+    warmup_s: float | None = Field(None, ge=0, le=600)
+    ref_runs: int | None = Field(None, ge=1, le=100_000)
+    ref_warmup_runs: int | None = Field(None, ge=0, le=100_000)
+    seed: int | None = None
+
+    #: the options `protocol.measure` (one model, R C R) accepts; the rest are measure_many's
+    SINGLE: ClassVar[frozenset[str]] = frozenset({"runs", "warmup_runs", "warmup_s", "seed"})
+
+    def kwargs(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class MeasureRequest(BaseModel):
+    """The header of POST /measure and /measure_many.
+
+    The device is either `device`, a spec with `Device` fields that the agent measures as given
+    (the client's own device minus host/port/token_file), or `agent_device`, one of the agent's
+    devices by name (built-in or from its --devices file).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    request_id: str = Field(pattern=r"^[A-Za-z0-9_-]{8,64}$")
+    device: dict[str, Any] | None = None
+    agent_device: str | None = Field(None, max_length=64)
+    protocol: ProtocolOptions = Field(default_factory=ProtocolOptions)
+    models: dict[ModelId, Sha256] = Field(min_length=1, max_length=1000)
+    reference: Sha256 | None = None
+    blobs: list[Blob] = Field(default_factory=list, max_length=1001)
+
+    @model_validator(mode="after")
+    def _check(self) -> MeasureRequest:
+        if (self.device is None) == (self.agent_device is None):
+            raise ValueError("give exactly one of device (a spec) and agent_device (a name)")
+        return self
+
+    def digest(self, endpoint: str) -> str:
+        """What the request asks for, independent of which blobs it happened to carry: a
+        retried request id must ask for the same thing."""
+        what = self.model_dump(mode="json", exclude={"request_id", "blobs"})
+        return sha256(json.dumps([endpoint, what], sort_keys=True).encode())
+
+    def shas(self) -> set[str]:
+        return set(self.models.values()) | ({self.reference} if self.reference else set())
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def encode_frames(header: dict[str, Any], blobs: list[bytes]) -> bytes:
+    """Header JSON + blobs as one body; `header["blobs"]` is filled in from `blobs`."""
+    header = {**header, "blobs": [{"sha256": sha256(b), "size": len(b)} for b in blobs]}
+    head = json.dumps(header, separators=(",", ":")).encode()
+    return b"".join([MAGIC, struct.pack(">I", len(head)), head, *blobs])
+
+
+def decode_frames(body: bytes) -> tuple[MeasureRequest, dict[str, bytes]]:
+    """Parse and validate a body; returns the request and its blobs by their claimed sha256.
+    Hashing is left to whoever keeps a blob (`ModelStore.add`): it is CPU work that must not
+    run beside a measurement."""
+    if not body.startswith(MAGIC) or len(body) < len(MAGIC) + 4:
+        raise Refusal(400, "bad_request", "the body is not an hwnas agent request (bad magic); "
+                      "use the hwnas client of the same version as the agent")
+    (n,) = struct.unpack_from(">I", body, len(MAGIC))
+    start = len(MAGIC) + 4
+    if n > MAX_HEADER_BYTES or start + n > len(body):
+        raise Refusal(400, "bad_request", f"the request header claims {n} bytes, "
+                      f"more than the body or the {MAX_HEADER_BYTES}-byte header limit")
+    try:
+        req = MeasureRequest.model_validate_json(body[start:start + n])
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "request"
+        raise Refusal(400, "bad_request", f"invalid request header: {where}: "
+                      f"{first['msg'].removeprefix('Value error, ')}") from None
+    blobs: dict[str, bytes] = {}
+    pos = start + n
+    for blob in req.blobs:
+        data = body[pos:pos + blob.size]
+        pos += blob.size
+        if len(data) != blob.size:
+            raise Refusal(400, "bad_request", f"blob {blob.sha256[:12]} is truncated")
+        blobs[blob.sha256] = data
+    if pos != len(body):
+        raise Refusal(400, "bad_request", f"{len(body) - pos} unexpected bytes after the blobs")
+    return req, blobs
+
+
+# -- ONNX: the only payload accepted --------------------------------------------------------
+@dataclass(frozen=True)
+class OnnxInput:
+    """The single input of an accepted model (the agent times it with a random tensor)."""
+
+    shape: tuple[int, ...]
+    dtype: str  # "float32" | "float16"
+
+
+_DTYPES = {1: "float32", 10: "float16"}  # onnx.TensorProto.FLOAT, FLOAT16
+
+
+def _tensors(graph: Any) -> Iterator[Any]:
+    """Every TensorProto of a graph, subgraphs included (to find external-data references)."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    yield from _node_tensors(graph.node)
+
+
+def _node_tensors(nodes: Any) -> Iterator[Any]:
+    for node in nodes:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from _tensors(attr.g)
+            for sub in attr.graphs:
+                yield from _tensors(sub)
+
+
+def check_onnx(data: bytes, input_name: str = "input") -> OnnxInput:
+    """Accept only a self-contained ONNX model with one static float input named `input_name`.
+
+    Parsing is protobuf decoding plus `onnx.checker` (nothing is executed). Tensors stored as
+    external data are refused: they name files on the agent's disk that a runtime would read.
+    """
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    def refuse(why: str) -> Refusal:
+        return Refusal(415, "not_onnx", f"the payload is not an acceptable ONNX model: {why}; "
+                       "the agent accepts only self-contained ONNX (never pickles or checkpoints)")
+
+    try:
+        model = onnx.load_model_from_string(data)
+    except (DecodeError, RuntimeError, ValueError) as err:
+        raise refuse(f"it does not parse ({type(err).__name__})") from None
+    if model.ir_version < 3 or not model.graph.node or not model.opset_import:
+        raise refuse("no ONNX graph in it (missing ir_version, opset or nodes)")
+    tensors = chain(_tensors(model.graph), *(_node_tensors(f.node) for f in model.functions))
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors):
+        raise refuse("it references external data files")
+    try:
+        onnx.checker.check_model(model)
+    except (onnx.checker.ValidationError, ValueError) as err:
+        raise refuse(f"onnx.checker: {str(err).strip().splitlines()[0][:200]}") from None
+    init = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in init]
+    if len(inputs) != 1 or inputs[0].name != input_name:
+        raise refuse(f"expected one input named '{input_name}', got "
+                     f"{[i.name for i in inputs]}")
+    ttype = inputs[0].type.tensor_type
+    dims = [d.dim_value if d.HasField("dim_value") else 0 for d in ttype.shape.dim]
+    if ttype.elem_type not in _DTYPES or not dims or min(dims) < 1:
+        raise refuse(f"input '{input_name}' must be float32/float16 with static positive dims, "
+                     f"got elem_type {ttype.elem_type} shape {dims}")
+    return OnnxInput(tuple(dims), _DTYPES[ttype.elem_type])
+
+
+# -- tokens ---------------------------------------------------------------------------------
+def read_token(path: str | os.PathLike[str] | None) -> str:
+    """The shared secret from a token file (whitespace stripped); AgentError when unusable."""
+    if path is None:
+        raise AgentError("no token file given: the agent and its clients share a token kept in "
+                         "a file", hint="create one with `hwnas agent token FILE`")
+    path = Path(path).expanduser()
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise AgentError(f"token file {path} does not exist",
+                         hint="create one with `hwnas agent token FILE`") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise AgentError(f"token file {path} cannot be read: {err}") from None
+    if len(token) < MIN_TOKEN_CHARS or not (token.isascii() and token.isprintable()) or \
+            any(c.isspace() for c in token):
+        raise AgentError(f"token file {path} must hold one token of at least {MIN_TOKEN_CHARS} "
+                         "printable ASCII characters without spaces",
+                         hint="create one with `hwnas agent token FILE`")
+    return token
+
+
+def create_token_file(path: str | os.PathLike[str]) -> str:
+    """Write a fresh random token to `path`, readable by its owner only; returns the token.
+    Refuses to overwrite an existing file (it would lock out every client using it)."""
+    path = Path(path).expanduser()
+    token = secrets.token_urlsafe(32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise AgentError(f"token file {path} already exists; remove it first to replace the "
+                         "token") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    return token
