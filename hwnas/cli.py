@@ -337,6 +337,53 @@ def train(
                           f"{last.get('val_top1_max')}%, min {last.get('val_top1_min')}%)")
 
 
+# -- export ---------------------------------------------------------------------------------
+@app.command("export")
+def export_cmd(
+    run: Path = typer.Option(..., "--run", help="Run directory."),
+    device: str = typer.Option(..., "--device", help="Device to compile for (see `hwnas devices list`)."),
+    subnet: Optional[str] = typer.Option(None, "--subnet", help="Subnet id from the run's pareto.csv "
+                                         "(a unique prefix works), or the arch as OFA JSON."),
+    pareto: bool = typer.Option(False, "--pareto", help="Export every member of the run's pareto.csv."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Bundle folder (with --pareto: where the "
+                                       "bundles go). Default: RUN/exports/ID-DEVICE."),
+    devices_file: Optional[Path] = DevicesOpt,
+    calib_batches: Optional[int] = typer.Option(None, "--calib-batches", help="Training batches for BN "
+                                                "recalibration (default: the accuracy table's 1000 images)."),
+    verify_images: int = typer.Option(64, "--verify-images", help="Test images the exported model is checked on."),
+    measure: bool = typer.Option(True, "--measure/--no-measure", help="Measure the latency on the device."),
+) -> None:
+    """Export subnets as verified deploy bundles, compiled by the device's own backend."""
+    from rich.markup import escape
+
+    from hwnas.export import export_pareto, export_subnet, read_meta
+    from hwnas.progress import make_progress
+
+    if (subnet is None) == (not pareto):
+        raise InputError("give exactly one of --subnet ID or --pareto")
+    kw = dict(devices_file=devices_file, calib_batches=calib_batches, verify_images=verify_images,
+              measure=measure)
+    with make_progress(err_console) as bar:
+        task = bar.add_task(f"export {device}", total=None, info="")
+
+        def update(done: int, total: int, message: str) -> None:
+            bar.update(task, completed=done, total=total, info=message)
+
+        paths = (export_pareto(run, device, out, progress=update, **kw) if pareto
+                 else [export_subnet(run, subnet, device, out, progress=update, **kw)])
+    table = Table("bundle", "status", "test top-1 %", "latency ms")
+    for path in paths:
+        meta = read_meta(path)
+        ms = (meta["latency"].get("measured") or {}).get("corrected_ms")
+        table.add_row(escape(str(path)), escape(meta["status"]), f"{meta['accuracy']['top1']:.2f}",
+                      "-" if ms is None else f"{ms:.3f}")
+        if meta["status"].startswith("onnx-only"):
+            err_console.print(f"[yellow]notice:[/] {path.name}: no engine built here ({escape(meta['status'])}); "
+                              f"build it on the target: sh {path}/build.sh  or  python3 {path}/build_engine.py",
+                              highlight=False, soft_wrap=True)
+    console.print(table)
+
+
 @app.command("dashboard")
 def dashboard(
     run: Path = typer.Option(Path("runs"), "--run", help="A run directory, or a folder of runs."),

@@ -96,3 +96,14 @@ def test_devices_list_and_show():
     assert shown["available"] and "onnxruntime" in shown["versions"]
     proc = hwnas("devices", "show", "no-such-device")
     assert proc.returncode == 2 and "unknown device 'no-such-device'" in proc.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["export", "--run", "nowhere", "--device", "cpu-ort"], "exactly one of --subnet ID or --pareto"),
+    (["agent", "health", "cpu-ort"], "is local, not served by an agent"),
+    (["dashboard", "--run", "/no/such/run"], "does not exist"),
+])
+def test_more_bad_inputs(args, message):
+    proc = hwnas(*args)
+    assert proc.returncode == 2 and message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -28,7 +28,8 @@ from hwnas.latency.store import MeasurementStore, stats_row
 from hwnas.run import RunConfig
 from hwnas.space import Arch, SearchSpace
 
-__all__ = ["ProtocolSettings", "select_subnets", "reference_arch", "profile", "measure_subnets"]
+__all__ = ["ProtocolSettings", "select_subnets", "reference_arch", "build_timing_subnet", "profile",
+           "measure_subnets"]
 
 ProgressFn = Callable[[str, int, int, str], Any]  # (device, done, total, key)
 
@@ -104,7 +105,8 @@ class _Job:
     models: list[str] = field(default_factory=list)
 
 
-def _build_subnet(arch: Arch, n_classes: int):
+def build_timing_subnet(arch: Arch, n_classes: int):
+    """A subnet with fixed random weights: what profiling compiles and times."""
     import torch
 
     from hwnas.supernet.ofa_mbv3 import MobileNetV3Subnet
@@ -160,7 +162,7 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
     with tempfile.TemporaryDirectory(prefix=f"hwnas-{job.device}-") as work:
         work = Path(work)
         ref = reference_arch(space)
-        ref_artifact = backend.compile(_build_subnet(ref, n_classes), torch.zeros(1, 3, ref.r, ref.r),
+        ref_artifact = backend.compile(build_timing_subnet(ref, n_classes), torch.zeros(1, 3, ref.r, ref.r),
                                        work / "reference")
         # A remote agent times on its own machine; a local device keeps the reference loaded.
         reference = None if remote else backend.load(ref_artifact)
@@ -185,7 +187,7 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
 
         for arch in todo:
             params, macs = count_params_macs(arch, n_classes)
-            measure_one(arch.id, _build_subnet(arch, n_classes), arch.r, kind="subnet", arch=arch,
+            measure_one(arch.id, build_timing_subnet(arch, n_classes), arch.r, kind="subnet", arch=arch,
                         params=params, macs=macs)
         for spec in todo_models:
             module = _build_timm(spec, n_classes)

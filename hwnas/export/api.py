@@ -1,0 +1,436 @@
+"""`hwnas export`: deployable bundles of a run's subnets, compiled by the device's own backend.
+
+For each subnet: load the run's supernet, extract the subnet with its trained weights, recalibrate
+BatchNorm on training images (by default the same 1000-image calibration set, seed 0, as the
+accuracy table, so the bundle reproduces the accuracy the search saw), evaluate it on the test
+split, compile it with the device's `Backend.compile` (the call profiling timed: what was profiled
+is what ships), verify the compiled model against the PyTorch subnet on test images through the
+device's `Runner`, measure its latency with the drift-corrected protocol beside the profiler's
+reference subnet, and publish ``<run>/exports/<id>-<device>/``:
+
+    model.onnx                  always (the device's own ONNX where its backend makes one)
+    model.xml/.bin | model.pte | model.tflite | model.engine    the device's artifact
+    weights.safetensors         the PyTorch subnet (BN recalibrated)
+    build.sh, build_engine.py, calib.npy                          TensorRT devices: build kit
+    verify.json, model.json, SHA256SUMS
+
+TensorRT engines are tied to the GPU that builds them, so a TensorRT device that is not usable
+here still gets a bundle: the ONNX (checked with ONNX Runtime), the build kit and status
+"onnx-only: <reason>". Every other device must be usable here, since export verifies on it.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from hwnas.errors import DeviceError, HwnasError, InputError
+from hwnas.export.manifest import (VERIFY_JSON, check_destination, publish, staging_dir,
+                                   write_manifest)
+from hwnas.export.resolve import Candidate, pareto_members, resolve_subnet
+from hwnas.export.verify import (Report, VerificationError, compare, input_dependence, run_batched,
+                                 tolerance_for)
+from hwnas.fileio import atomic_write_json
+
+if TYPE_CHECKING:
+    from hwnas.devices.base import Artifact, Runner
+    from hwnas.latency.profiler import ProtocolSettings
+    from hwnas.space import Arch
+
+__all__ = ["export_subnet", "export_pareto", "default_bundle_dir", "ProgressFn"]
+
+ProgressFn = Callable[[int, int, str], Any]  # progress(done, total, message)
+WEIGHTS = "weights.safetensors"
+ONNX = "model.onnx"
+_STEPS = 6  # recalibrate, evaluate, compile, verify, measure, write
+_BN_IMAGES = 1000  # evaluate_subnets' default: the accuracy table's calibration set
+_TRT_MAX_BATCH = 8
+_TRT_CALIB_IMAGES = 128
+_ONNX_CHECK = "onnx (onnxruntime cpu)"  # the extra check of model.onnx beside the device artifact
+
+
+def default_bundle_dir(run_dir: str | Path, arch_id: str, device: str) -> Path:
+    return Path(run_dir) / "exports" / f"{arch_id}-{device}"
+
+
+def export_subnet(run_dir: str | Path, arch_or_id: Arch | str, device: str,
+                  out_dir: str | Path | None = None, devices_file: str | Path | None = None,
+                  calib_batches: int | None = None, progress: ProgressFn | None = None, *,
+                  verify_images: int = 64, measure: bool = True,
+                  protocol: ProtocolSettings | None = None) -> Path:
+    """Export one subnet (an Arch, OFA JSON, or an id from the run's tables) for `device`.
+
+    Returns the bundle folder. Raises VerificationError after publishing a bundle that failed
+    verification (marked failed), DeviceError for an unknown or unusable device, InputError for
+    an unknown id. `calib_batches`: BN recalibration batches (default: the accuracy table's
+    1000 images).
+    """
+    with _Exporter(run_dir, device, devices_file, calib_batches, verify_images, measure,
+                   protocol, progress) as ex:
+        cand = resolve_subnet(ex.run, arch_or_id, ex.device.name)
+        ex.total = _STEPS
+        result = ex.export(cand, Path(out_dir) if out_dir else
+                           default_bundle_dir(ex.run.run_dir, cand.arch.id, ex.device.name))
+    if not result.passed:
+        raise VerificationError(f"bundle {result.path} failed verification on device "
+                                f"'{device}': {'; '.join(result.failures)}", [result.path])
+    return result.path
+
+
+def export_pareto(run_dir: str | Path, device: str, out_root: str | Path | None = None,
+                  devices_file: str | Path | None = None, calib_batches: int | None = None,
+                  progress: ProgressFn | None = None, *, verify_images: int = 64,
+                  measure: bool = True, protocol: ProtocolSettings | None = None) -> list[Path]:
+    """Export every member of the run's pareto.csv for `device` into `out_root` (default
+    ``<run>/exports``). All members are exported even if some fail; then VerificationError
+    lists the failed bundles."""
+    with _Exporter(run_dir, device, devices_file, calib_batches, verify_images, measure,
+                   protocol, progress) as ex:
+        members = pareto_members(ex.run, ex.device.name)
+        ex.total = _STEPS * len(members)
+        root = Path(out_root) if out_root else ex.run.run_dir / "exports"
+        results = [ex.export(c, root / f"{c.arch.id}-{ex.device.name}") for c in members]
+    failed = [r for r in results if not r.passed]
+    if failed:
+        raise VerificationError(f"{len(failed)} of {len(results)} bundles failed verification on "
+                                f"device '{device}': " + "; ".join(f"{r.path.name}: {r.failures[0]}"
+                                                                   for r in failed),
+                                [r.path for r in failed])
+    return [r.path for r in results]
+
+
+@dataclass
+class _Result:
+    path: Path
+    passed: bool
+    failures: list[str]
+
+
+@dataclass
+class _Compiled:
+    """What compiling produced: the device artifact (None for an onnx-only bundle), the ONNX
+    record, the build kit, and the models to verify as (name, runner, backend, precision)."""
+
+    artifact: Artifact | None
+    onnx: dict[str, Any]
+    kit: dict[str, Any] | None = None
+    runners: list[tuple[str, Runner, str, str]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def device_runner(self) -> Runner | None:
+        return self.runners[0][1] if self.artifact is not None and self.runners else None
+
+
+class _Exporter:
+    """One export session: the run, device and supernet are loaded once for all subnets."""
+
+    def __init__(self, run_dir: str | Path, device: str, devices_file: str | Path | None,
+                 calib_batches: int | None, verify_images: int, measure: bool,
+                 protocol: ProtocolSettings | None, progress: ProgressFn | None):
+        from hwnas.devices import get_device
+        from hwnas.run import open_run
+
+        if calib_batches is not None and calib_batches < 1:
+            raise InputError(f"calib_batches must be at least 1, got {calib_batches}")
+        if verify_images < 1:
+            raise InputError(f"verify_images must be at least 1, got {verify_images}")
+        self.run = open_run(run_dir, create=False)
+        self.device = get_device(device, devices_file)
+        self.backend = self.device.backend_impl()
+        self.offline = self.backend.available()  # None when the device can be used here
+        if self.offline and self.device.backend != "tensorrt":
+            raise DeviceError(f"device '{self.device.name}' is not usable here: {self.offline}; "
+                              "export verifies on the device, so export where it is usable "
+                              "(only TensorRT devices get an ONNX build kit instead)")
+        self.calib_batches, self.verify_images, self.measure = calib_batches, verify_images, measure
+        if protocol is None:
+            from hwnas.latency.profiler import ProtocolSettings
+
+            protocol = ProtocolSettings()
+        self.protocol = protocol
+        self.progress, self.total, self.done = progress, _STEPS, 0
+        self._tmp = Path(tempfile.mkdtemp(prefix="hwnas-export-"))
+        self._reference: Runner | None = None
+        self._loaded: tuple[Any, dict[str, Any], Any, Any] | None = None
+
+    def __enter__(self) -> _Exporter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._reference is not None:
+            self._reference.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def _step(self, arch: Arch, message: str) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total, f"{arch.id}: {message}")
+
+    def _supernet(self) -> tuple[Any, dict[str, Any], Any, Any]:
+        """(supernet, its meta, loaders, BN calibration loader), loaded on first use."""
+        if self._loaded is None:
+            from hwnas.supernet.data import build_loaders, calibration_loader
+            from hwnas.supernet.pretrained import data_config_of, load_supernet
+
+            model, meta = load_supernet(self.run.supernet)
+            loaders = build_loaders(data_config_of(meta))
+            n = (_BN_IMAGES if self.calib_batches is None
+                 else self.calib_batches * loaders.train.batch_size)
+            calib = calibration_loader(loaders.train, n_images=n, seed=0)
+            self._loaded = (model, meta, loaders, calib)
+        return self._loaded
+
+    # -- one subnet --------------------------------------------------------------------------
+    def export(self, cand: Candidate, out: Path) -> _Result:
+        import torch
+
+        from hwnas.supernet.bn import evaluate, recalibrate_bn
+
+        arch = cand.arch
+        check_destination(out)  # before the slow steps
+        model, meta, loaders, calib = self._supernet()
+        self._step(arch, "recalibrate BatchNorm")
+        subnet = model.get_subnet(arch).eval()
+        recalibrate_bn(subnet, calib, len(calib), resolution=arch.r)
+        self._step(arch, "evaluate on the test split")
+        accuracy = evaluate(subnet, loaders.test, resolution=arch.r)
+        images, labels = _images(loaders.test.dataset, self.verify_images, arch.r)
+        with torch.inference_mode():
+            reference = np.concatenate([subnet(torch.from_numpy(images[i:i + 64])).numpy()
+                                        for i in range(0, len(images), 64)])
+        stage = staging_dir(out)
+        compiled: _Compiled | None = None
+        try:
+            report = Report()
+            report.add(input_dependence(reference))
+            _save_weights(subnet, stage / WEIGHTS)
+            self._step(arch, f"compile for {self.device.name}")
+            compiled = self._compile(subnet, arch, stage, calib)
+            self._step(arch, "verify against PyTorch")
+            for name, runner, backend, precision in compiled.runners:
+                report.add(_compare(name, runner, tolerance_for(backend, precision), images,
+                                    reference, labels))
+            for check in compiled.skipped:
+                report.add(check)
+            self._step(arch, "measure latency")
+            latency = self._latency(compiled, arch, cand, report)
+            self._step(arch, "write bundle")
+            status = ("failed: " + "; ".join(report.failures()) if not report.passed
+                      else f"onnx-only: {self.offline}" if compiled.artifact is None
+                      else "verified")
+            atomic_write_json(stage / VERIFY_JSON, {
+                "status": status, **report.to_dict(), "device": self.device.name,
+                "images": {"split": "test", "n": int(len(images)), "resolution": arch.r},
+                "latency": latency})
+            write_manifest(stage, self._meta(cand, meta, loaders, accuracy, compiled, latency,
+                                             report, status))
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        finally:
+            for _, runner, _, _ in compiled.runners if compiled else []:
+                runner.close()
+        publish(stage, out)
+        return _Result(out, report.passed, report.failures())
+
+    def _compile(self, subnet: Any, arch: Arch, stage: Path, calib: Any) -> _Compiled:
+        """Compile with the device's backend; make sure the bundle holds an ONNX model."""
+        import torch
+
+        from hwnas.devices.onnx_export import INPUT_NAME, OPSET, OUTPUT_NAME, export_onnx
+        from hwnas.export.bundle import onnx_runner
+        from hwnas.export.tensorrt_build import ENGINE, write_build_kit
+
+        precision, batch = self.device.precision, self.device.batch
+        x = torch.zeros(1, 3, arch.r, arch.r)
+        xb = x.expand(batch, -1, -1, -1).contiguous()
+        shape = [batch, 3, arch.r, arch.r]
+        onnx_precision, dynamic, artifact, kit = "fp32", False, None, None
+        if self.device.backend == "tensorrt":
+            # the ONNX to build on the target: the graph the backend builds from, with a batch axis
+            onnx_precision, dynamic = precision, True
+            export_onnx(subnet, xb, stage / ONNX, precision=precision, dynamic_batch=True)
+            kit = write_build_kit(stage, onnx=ONNX, shape=shape, dynamic=True, precision=precision,
+                                  batch=(1, batch, max(batch, _TRT_MAX_BATCH)),
+                                  calib=_images(calib.dataset, _TRT_CALIB_IMAGES, arch.r)[0],
+                                  input_name=INPUT_NAME)
+            if self.offline is None:  # the engine profiling timed: static batch, built here
+                artifact = self.backend.compile(subnet, x, self._tmp / arch.id)
+                shutil.copyfile(artifact.path, stage / ENGINE)
+                artifact.path, artifact.files = stage / ENGINE, [stage / ENGINE]
+                artifact.metadata["onnx"] = "built from a static-batch export of model.onnx"
+        else:
+            artifact = self.backend.compile(subnet, x, stage)
+            if not (stage / ONNX).exists():  # .pte / .tflite / eager devices: ONNX as well
+                export_onnx(subnet, xb, stage / ONNX)
+            elif artifact.format == "onnx":
+                onnx_precision = artifact.precision
+        dtype = "float16" if onnx_precision == "fp16" else "float32"
+        onnx = {"file": ONNX, "opset": OPSET, "input": INPUT_NAME, "output": OUTPUT_NAME,
+                "input_shape": shape, "input_dtype": dtype, "precision": onnx_precision,
+                "dynamic_batch": dynamic}
+        out = _Compiled(artifact, onnx, kit)
+        if artifact is not None:
+            out.runners.append((artifact.format, self.backend.load(artifact), self.device.backend,
+                                precision))
+        if artifact is None or artifact.format != "onnx":
+            try:
+                runner = onnx_runner(stage / ONNX, shape, dtype)
+                out.runners.append((_ONNX_CHECK, runner, "onnxruntime", onnx_precision))
+            except HwnasError as err:  # e.g. an fp16 graph the CPU provider has no kernels for
+                out.skipped.append({"name": _ONNX_CHECK, "passed": True, "skipped": True,
+                                    "detail": f"model.onnx not checked here: {err}"})
+        return out
+
+    def _latency(self, compiled: _Compiled, arch: Arch, cand: Candidate, report: Report
+                 ) -> dict[str, Any]:
+        """Measured (drift-corrected, beside the profiler's reference), profiled and predicted."""
+        from hwnas.devices import measure_many
+
+        out: dict[str, Any] = {"measured": None,
+                               "predicted_ms": cand.predicted_latency_ms(self.device.name),
+                               "profiled": _profiled(self.run.run_dir, self.device.name, arch.id)}
+        runner = compiled.device_runner
+        if runner is None:
+            out["note"] = f"not measured: {self.offline}"
+        elif not self.measure:
+            out["note"] = "not measured (measure=False)"
+        else:
+            try:
+                stats = measure_many({arch.id: runner}, self._reference_runner(),
+                                     **self.protocol.kwargs())[arch.id]
+            except HwnasError as err:
+                report.add({"name": "latency", "passed": False, "detail":
+                            f"measuring the latency on '{self.device.name}' failed: {err}"})
+                return out
+            out["measured"] = stats.to_dict()
+            if out["predicted_ms"]:
+                out["measured_over_predicted"] = stats.corrected_ms / out["predicted_ms"]
+            report.add({"name": "latency", "passed": True, "corrected_ms": stats.corrected_ms,
+                        "detail": f"latency {stats.corrected_ms:.3f} ms (drift-corrected, median "
+                                  f"{stats.median_ms:.3f} ms, n={stats.n}) on "
+                                  f"'{self.device.name}'"})
+        return out
+
+    def _reference_runner(self) -> Runner:
+        """The profiler's reference subnet on this device, compiled once per session."""
+        if self._reference is None:
+            import torch
+
+            from hwnas.latency.profiler import build_timing_subnet, reference_arch
+
+            ref = reference_arch(self.run.space)
+            self._reference = self.backend.compile_and_load(
+                build_timing_subnet(ref, self.run.n_classes), torch.zeros(1, 3, ref.r, ref.r),
+                self._tmp / "reference")
+        return self._reference
+
+    def _meta(self, cand: Candidate, meta: dict[str, Any], loaders: Any, accuracy: dict[str, Any],
+              compiled: _Compiled, latency: dict[str, Any], report: Report, status: str
+              ) -> dict[str, Any]:
+        from hwnas.devices._imports import dist_version
+        from hwnas.export.manifest import FORMAT, VERSION
+
+        arch = cand.arch
+        artifact = compiled.artifact
+        calib = self._supernet()[3]
+        versions = dict(artifact.metadata["versions"] if artifact else self.backend.versions())
+        if any(name == _ONNX_CHECK for name, *_ in compiled.runners):
+            versions.setdefault("onnxruntime", dist_version("onnxruntime") or "?")
+        versions.update(python=platform.python_version(), platform=platform.platform())
+        return {
+            "format": FORMAT, "version": VERSION, "id": arch.id, "status": status,
+            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "arch": {**arch.to_ofa_dict(), **({"w": arch.w} if arch.w != 1.0 else {})},
+            "arch_text": arch.describe(), "source": cand.source,
+            "run": str(self.run.run_dir),
+            "supernet": {"checkpoint": self.run.supernet or "shipped",
+                         "n_classes": int(meta["n_classes"]), "dataset": loaders.dataset},
+            "input": {"name": compiled.onnx["input"], "shape": compiled.onnx["input_shape"],
+                      "dtype": compiled.onnx["input_dtype"], "layout": "NCHW"},
+            "preprocess": {"size": arch.r, "mean": list(loaders.mean), "std": list(loaders.std),
+                           "scale": "1/255", "channels": "RGB (grey replicated)",
+                           "resize": "bilinear, align_corners=False, antialias=False",
+                           "crop_fraction": 0.875 if loaders.dataset == "imagefolder" else 1.0},
+            "classes": list(loaders.class_names),
+            "accuracy": {"split": "test", "top1": accuracy["top1"], "loss": accuracy["loss"],
+                         "n": accuracy["n"], "bn_calibration": {
+                             "split": "train", "seed": 0, "batches": len(calib),
+                             "images": len(calib.dataset)}},
+            "predicted": {"latency_ms": cand.predicted_latency_ms(self.device.name),
+                          "top1": cand.predicted_top1, "source": cand.source, "row": cand.row},
+            "latency": latency,
+            "device": self.device.model_dump(mode="json"),
+            "artifact": _relative(artifact.to_dict(), compiled) if artifact else None,
+            "onnx": compiled.onnx,
+            "weights": WEIGHTS,
+            "tensorrt": compiled.kit,
+            "runtime_versions": versions,
+            "verification": {"passed": report.passed, "failures": report.failures(),
+                             "report": VERIFY_JSON},
+        }
+
+
+def _compare(name: str, runner: Runner, tol: Any, images: np.ndarray, reference: np.ndarray,
+             labels: np.ndarray) -> dict[str, Any]:
+    """The check of one exported model; a runtime failure is a failed check, not a crash."""
+    try:
+        outputs = run_batched(runner, images)
+    except HwnasError as err:
+        return {"name": name, "passed": False, "detail": f"{name}: running it failed: {err}"}
+    return compare(name, outputs, reference, tol, labels)
+
+
+def _relative(record: dict[str, Any], compiled: _Compiled) -> dict[str, Any]:
+    """An artifact record with file paths relative to the bundle folder."""
+    def rel(p: str | None) -> str | None:
+        return None if p is None else Path(p).name
+
+    out = dict(record, path=rel(record["path"]), files=[rel(f) for f in record["files"]])
+    out["metadata"] = {k: (rel(v) if k == "onnx" and isinstance(v, str) and "/" in v else v)
+                       for k, v in record["metadata"].items()}
+    return out
+
+
+def _images(dataset: Any, n: int, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """`n` images spread evenly over a dataset (splits are sorted by class, so the first `n`
+    would all be one class), at resolution r (float32 NCHW), and their labels."""
+    import torch
+
+    from hwnas.supernet.data import resize_batch
+
+    if len(dataset) == 0:
+        raise InputError("the dataset split to verify on is empty")
+    picks = np.unique(np.linspace(0, len(dataset) - 1, min(n, len(dataset))).round().astype(int))
+    items = [dataset[int(i)] for i in picks]
+    x = resize_batch(torch.stack([item[0] for item in items]), r)
+    return x.numpy().astype(np.float32), np.array([int(item[1]) for item in items])
+
+
+def _save_weights(module: Any, path: Path) -> None:
+    from safetensors.torch import save
+
+    from hwnas.fileio import atomic_write_bytes
+
+    state = {k: v.detach().cpu().contiguous().clone() for k, v in module.state_dict().items()}
+    atomic_write_bytes(path, save(state, metadata={"format": "pt", "writer": "hwnas-export"}))
+
+
+def _profiled(run_dir: Path, device: str, arch_id: str) -> dict[str, Any] | None:
+    """The run's own measurement of this subnet on this device (random weights), if any."""
+    from hwnas.latency.store import read_measurements
+
+    df = read_measurements(run_dir, device=device, kind="subnet")
+    if df.empty or arch_id not in set(df["key"]):
+        return None
+    row = df[df["key"] == arch_id].iloc[0]
+    return {"corrected_ms": float(row["corrected_ms"]), "median_ms": float(row["median_ms"]),
+            "measured_at": str(row.get("measured_at", ""))}

@@ -1,0 +1,233 @@
+"""Run an exported bundle on images: `load(bundle_dir).predict(images)`.
+
+`load` checks every file's sha256 first, then loads the bundle's model with its device's runtime
+(the backend that compiled it). Where that runtime is not usable here (an OpenVINO bundle on a
+machine without OpenVINO, a TensorRT bundle whose engine is built on the target) it falls back to
+the bundle's ONNX model on ONNX Runtime's CPU provider; `Bundle.runtime` says which one runs.
+
+Preprocessing repeats the evaluation pipeline of the supernet's dataset: uint8 (0-255) or float
+(0-1) pixels are scaled to [0, 1], grey is replicated to RGB (alpha dropped), the central
+``crop_fraction`` square is kept (image folders: 0.875), the image is resized to the subnet's
+resolution (bilinear, no antialias, as `resize_batch`) and normalised with the dataset's mean/std.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from hwnas.errors import HwnasError, InputError
+from hwnas.export.manifest import BundleError, check_files, read_meta
+from hwnas.space import Arch
+
+if TYPE_CHECKING:
+    from hwnas.devices.base import Runner
+
+__all__ = ["Bundle", "load", "onnx_runner"]
+
+
+def onnx_runner(path: Path, input_shape: Sequence[int], input_dtype: str = "float32") -> Runner:
+    """An ONNX model on ONNX Runtime's CPU provider (the built-in `cpu-ort` device)."""
+    from hwnas.devices import Artifact, get_device
+
+    device = get_device("cpu-ort")
+    artifact = Artifact(format="onnx", path=Path(path), input_shape=tuple(input_shape),
+                        input_dtype=input_dtype, device=device.name, backend="onnxruntime")
+    return device.backend_impl().load(artifact)
+
+
+class Bundle:
+    """A loaded bundle: its metadata (`meta`, model.json) and a runner of its model."""
+
+    def __init__(self, path: Path, meta: dict[str, Any], runner: Runner, runtime: str):
+        self.path, self.meta, self.runner, self.runtime = path, meta, runner, runtime
+        pre = meta["preprocess"]
+        self.input_size = int(pre["size"])
+        self.mean = np.asarray(pre["mean"], np.float32).reshape(1, 3, 1, 1)
+        self.std = np.asarray(pre["std"], np.float32).reshape(1, 3, 1, 1)
+        self.crop_fraction = float(pre.get("crop_fraction", 1.0))
+
+    @property
+    def id(self) -> str:
+        return self.meta["id"]
+
+    @property
+    def arch(self) -> Arch:
+        return Arch.from_ofa_dict(self.meta["arch"])
+
+    @property
+    def classes(self) -> list[str]:
+        return list(self.meta["classes"])
+
+    @property
+    def status(self) -> str:
+        return self.meta["status"]
+
+    # -- images -> input -------------------------------------------------------------------
+    def preprocess(self, images: Any) -> np.ndarray:
+        """Images (see `predict`) -> the model's float32 input [N, 3, r, r]."""
+        import torch
+
+        from hwnas.supernet.data import resize_batch
+
+        batch = []
+        for img in _split(images):
+            x = torch.from_numpy(_pixels(img)).permute(2, 0, 1)[None]  # [1, 3, H, W]
+            x = resize_batch(_center_crop(x, self.crop_fraction), self.input_size)
+            batch.append(x[0].numpy())
+        if not batch:
+            raise InputError("no images to predict")
+        return ((np.stack(batch) - self.mean) / self.std).astype(np.float32)
+
+    def logits(self, images: Any) -> np.ndarray:
+        """Raw model outputs [N, classes]."""
+        from hwnas.export.verify import run_batched
+
+        return run_batched(self.runner, self.preprocess(images))
+
+    def predict(self, images: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Class indices [N] and softmax probabilities [N, classes].
+
+        `images`: one image or a sequence/stack of them; an image is a PIL image, a 2-D grey
+        array (H x W) or an H x W x C array (C = 1, 3 or 4), uint8 0-255 or float 0-1. A 3-D
+        array whose last axis is not 1, 3 or 4 is a stack of grey images (N x H x W).
+        """
+        z = self.logits(images).astype(np.float64)
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        return p.argmax(axis=1), p.astype(np.float32)
+
+    def close(self) -> None:
+        self.runner.close()
+
+    def __enter__(self) -> Bundle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Bundle({str(self.path)!r}, id={self.id!r}, runtime={self.runtime!r}, "
+                f"status={self.status!r})")
+
+
+def _split(images: Any) -> list[Any]:
+    if isinstance(images, np.ndarray):
+        if images.ndim == 2 or (images.ndim == 3 and images.shape[-1] in (1, 3, 4)):
+            return [images]
+        if images.ndim in (3, 4):
+            return list(images)
+        raise InputError("an image array must be H x W, H x W x C or a stack of them; "
+                         f"got shape {images.shape}")
+    if isinstance(images, (list, tuple)):
+        return list(images)
+    return [images]
+
+
+def _pixels(img: Any) -> np.ndarray:
+    """One image -> float32 H x W x 3 in [0, 1]."""
+    if hasattr(img, "convert") and hasattr(img, "mode"):  # a PIL image
+        img = np.asarray(img if img.mode in ("L", "RGB", "RGBA") else img.convert("RGB"))
+    a = np.asarray(img)
+    if a.ndim == 2:
+        a = a[:, :, None]
+    if a.ndim != 3 or a.shape[-1] not in (1, 3, 4):
+        raise InputError(f"an image must be H x W or H x W x C (C = 1, 3 or 4), got shape {a.shape}")
+    numeric = np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)
+    if a.dtype == np.bool_ or not numeric:
+        raise InputError(f"image pixels must be uint8 (0-255) or float (0-1), got {a.dtype}")
+    if np.issubdtype(a.dtype, np.integer):
+        if a.min() < 0 or a.max() > 255:
+            raise InputError("integer image pixels must be within 0..255")
+        x = a.astype(np.float32) / 255.0
+    else:
+        x = a.astype(np.float32)
+        if x.min() < 0.0 or x.max() > 1.0:
+            raise InputError("float image pixels must be within 0..1; pass uint8 for 0..255 "
+                             "(e.g. image.astype(np.uint8))")
+    x = x[:, :, :3]
+    return np.ascontiguousarray(np.repeat(x, 3, axis=2) if x.shape[-1] == 1 else x)
+
+
+def _center_crop(x: Any, fraction: float) -> Any:
+    if fraction >= 1.0:
+        return x
+    h, w = x.shape[-2:]
+    side = max(1, int(round(min(h, w) * fraction)))
+    top, left = (h - side) // 2, (w - side) // 2
+    return x[..., top:top + side, left:left + side]
+
+
+# -- loading -----------------------------------------------------------------------------------
+def _artifact(root: Path, record: dict[str, Any]):
+    from hwnas.devices import Artifact
+
+    artifact = Artifact.from_dict(record)
+    artifact.path = None if artifact.path is None else root / artifact.path
+    artifact.files = [root / f for f in artifact.files]
+    return artifact
+
+
+def _torch_module(root: Path, meta: dict[str, Any]):
+    """The PyTorch subnet rebuilt from the arch and weights.safetensors (no pickle)."""
+    from safetensors.torch import load_file
+
+    from hwnas.supernet.ofa_mbv3 import MobileNetV3Subnet
+
+    arch = Arch.from_ofa_dict(meta["arch"])
+    module = MobileNetV3Subnet(arch, n_classes=int(meta["supernet"]["n_classes"]))
+    module.load_state_dict(load_file(str(root / meta["weights"])), strict=True)
+    return module.eval()
+
+
+def _device_runner(root: Path, meta: dict[str, Any]) -> tuple[Runner | None, str]:
+    """The runner on the bundle's own device, or (None, why not)."""
+    from pydantic import ValidationError
+
+    from hwnas.devices import Device
+
+    record = meta.get("artifact")
+    if not record:
+        return None, meta["status"]
+    try:
+        device = Device(**meta["device"])
+    except (ValidationError, HwnasError) as err:
+        return None, f"its device is not known to this hwnas ({str(err).splitlines()[0]})"
+    reason = device.available()
+    if reason:
+        return None, f"device '{device.name}' is not usable here: {reason}"
+    artifact = _artifact(root, record)
+    if artifact.format == "torch-module":
+        artifact.payload = _torch_module(root, meta)
+    return device.backend_impl().load(artifact), f"{device.name} ({device.backend})"
+
+
+def load(bundle_dir: str | Path, *, runtime: str = "auto", allow_failed: bool = False) -> Bundle:
+    """Check a bundle's files and load its model.
+
+    `runtime`: "auto" (the bundle's device, else ONNX Runtime on the ONNX model), "device"
+    (its device or an error) or "onnx". A bundle that failed verification is refused unless
+    `allow_failed`. Raises BundleError (one line) for a missing, tampered or failed bundle.
+    """
+    if runtime not in ("auto", "device", "onnx"):
+        raise InputError(f"runtime must be 'auto', 'device' or 'onnx', got {runtime!r}")
+    root = Path(bundle_dir)
+    meta = read_meta(root)
+    check_files(root, meta)
+    if str(meta.get("status", "")).startswith("failed") and not allow_failed:
+        raise BundleError(f"bundle {root} failed its verification ({meta['status']}); see "
+                          "verify.json, or load it with allow_failed=True")
+    why = "runtime='onnx' was asked for"
+    if runtime != "onnx":
+        runner, why = _device_runner(root, meta)
+        if runner is not None:
+            return Bundle(root, meta, runner, why)
+        if runtime == "device":
+            raise BundleError(f"bundle {root} cannot run on its device here: {why}; "
+                              "load it with runtime='onnx' to use its ONNX model")
+    onnx = meta["onnx"]
+    runner = onnx_runner(root / onnx["file"], onnx["input_shape"], onnx["input_dtype"])
+    return Bundle(root, meta, runner, f"onnxruntime cpu on {onnx['file']} ({why})")

@@ -1,0 +1,143 @@
+"""Which subnet to export: an `Arch`, OFA JSON, or an id looked up in the run's tables.
+
+Ids are `Arch.id` (a hash of the canonical arch), so any table with the flat arch columns can be
+searched by recomputing them; a table's own ``id`` column is honoured too. Lookup order:
+``pareto.csv`` (the search result), ``accuracy.csv``, then the measurement store. A unique
+prefix of at least 4 characters is enough, as with git hashes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from hwnas.errors import InputError
+from hwnas.run import RunConfig
+from hwnas.space import FLAT_COLUMNS, Arch
+
+__all__ = ["PARETO", "ACCURACY", "Candidate", "pareto_members", "resolve_subnet"]
+
+PARETO = "pareto.csv"
+ACCURACY = "accuracy.csv"
+# Columns holding the search's predictions (first one present wins): the search writes
+# ``ms:<device>`` per device (hwnas.search.problem.ms_key) and ``top1``.
+_PRED_LATENCY = ("pred_latency_ms", "predicted_latency_ms", "latency_ms")
+_PRED_TOP1 = ("top1", "pred_top1", "predicted_top1")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An arch to export, where it was found, and the other columns of its row there."""
+
+    arch: Arch
+    source: str
+    row: dict[str, Any] = field(default_factory=dict)
+
+    def _first(self, names: tuple[str, ...]) -> float | None:
+        for name in names:
+            value = self.row.get(name)
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if number and math.isfinite(value):
+                return float(value)
+        return None
+
+    def predicted_latency_ms(self, device: str) -> float | None:
+        return self._first((f"ms:{device}", *_PRED_LATENCY)) if self.source == PARETO else None
+
+    @property
+    def predicted_top1(self) -> float | None:
+        return self._first(_PRED_TOP1) if self.source == PARETO else None
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _table(run: RunConfig, name: str, device: str | None) -> list[Candidate] | None:
+    """Candidates of a CSV in the run (None when the file does not exist)."""
+    from hwnas.space import read_arch_table
+
+    path = run.run_dir / name
+    if not path.exists():
+        return None
+    archs, df = read_arch_table(path, run.space)
+    if device is not None and "device" in df.columns:
+        keep = (df["device"].astype(str) == device).to_numpy()
+        archs, df = [a for a, k in zip(archs, keep) if k], df[keep]
+    extra = [c for c in df.columns if c not in FLAT_COLUMNS]
+    rows = df[extra].to_dict(orient="records")
+    return [Candidate(a, name, {k: _jsonable(v) for k, v in r.items()})
+            for a, r in zip(archs, rows)]
+
+
+def _store(run: RunConfig) -> list[Candidate]:
+    from hwnas.latency.store import MEASUREMENTS, read_measurements
+    from hwnas.space import archs_from_frame
+
+    df = read_measurements(run.run_dir, kind="subnet")
+    if df.empty:
+        return []
+    archs = archs_from_frame(df, run.space, source=str(run.run_dir / MEASUREMENTS))
+    return list({a.id: Candidate(a, MEASUREMENTS) for a in archs}.values())
+
+
+def pareto_members(run: RunConfig, device: str | None = None) -> list[Candidate]:
+    """Every member of the run's Pareto front (for `device` if the table has a device column)."""
+    members = _table(run, PARETO, device)
+    if members is None:
+        raise InputError(f"run {run.run_dir} has no {PARETO}; search the run first "
+                         f"(hwnas search --run {run.run_dir} ...)")
+    if not members:
+        raise InputError(f"{run.run_dir / PARETO} has no subnets" +
+                         (f" for device '{device}'" if device else ""))
+    return list({c.arch.id: c for c in members}.values())
+
+
+def _ids(c: Candidate) -> set[str]:
+    own = c.row.get("id")
+    return {c.arch.id} | ({str(own)} if own not in (None, "") else set())
+
+
+def resolve_subnet(run: RunConfig, arch_or_id: Arch | str, device: str | None = None) -> Candidate:
+    """The candidate for an Arch, an OFA JSON string, or an id (or unique id prefix) in the run."""
+    if isinstance(arch_or_id, Arch):
+        arch = run.space.validate(arch_or_id)
+        return _known(run, arch, device) or Candidate(arch, "given")
+    text = str(arch_or_id).strip()
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"subnet {text[:40]!r} is not valid OFA JSON: {err}") from None
+        w = obj.get("w", run.space.width_mult) if isinstance(obj, dict) else None
+        arch = run.space.validate(Arch.from_ofa_dict(obj, w=w))
+        return _known(run, arch, device) or Candidate(arch, "given")
+    if len(text) < 4:
+        raise InputError(f"subnet id {text!r} is too short; give at least 4 characters of it")
+    looked = []
+    sources = ((PARETO, lambda: _table(run, PARETO, device)),
+               (ACCURACY, lambda: _table(run, ACCURACY, None)),
+               ("measurements.parquet", lambda: _store(run)))
+    for name, load in sources:
+        cands = load()
+        looked.append(f"{name} ({'absent' if cands is None else f'{len(cands)} subnets'})")
+        hits = {c.arch.id: c for c in cands or [] if any(i.startswith(text) for i in _ids(c))}
+        if len(hits) > 1:
+            raise InputError(f"subnet id {text!r} matches {len(hits)} subnets in {name}: "
+                             f"{', '.join(sorted(hits)[:5])}; give more characters")
+        if hits:
+            return next(iter(hits.values()))
+    raise InputError(f"subnet {text!r} is not in run {run.run_dir}: looked in {', '.join(looked)}; "
+                     f"ids are the id column of {run.run_dir / PARETO} "
+                     "(or pass the arch as OFA JSON)")
+
+
+def _known(run: RunConfig, arch: Arch, device: str | None) -> Candidate | None:
+    """The pareto.csv row of an arch given directly, so its predictions still get recorded."""
+    return next((c for c in _table(run, PARETO, device) or [] if c.arch == arch), None)

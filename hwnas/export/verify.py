@@ -1,0 +1,145 @@
+"""Verification of an exported model against its PyTorch subnet, on real test images.
+
+Checks, each recorded in verify.json whether it passes or not:
+
+- the PyTorch subnet's outputs depend on the input (a network with broken BN statistics gives
+  nearly the same output for every image, and "outputs match" would then prove nothing);
+- per exported model: outputs are finite, ``max |exported - pytorch|`` is at most
+  ``atol + rtol * max |pytorch|`` (a per-backend/precision `Tolerance`) and top-1 agrees on at
+  least ``min_agreement`` of the images;
+- the latency was measured on the device.
+
+Any failed check fails the export: `VerificationError` (exit code 2 on the command line), and the
+bundle is kept, marked failed in model.json and verify.json.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hwnas.errors import HwnasError
+
+if TYPE_CHECKING:
+    from hwnas.devices.base import Runner
+
+__all__ = ["VerificationError", "Tolerance", "tolerance_for", "run_batched", "compare",
+           "input_dependence", "Report"]
+
+
+class VerificationError(HwnasError):
+    """An exported model failed its verification; `bundles` are the (kept, marked) bundles."""
+
+    def __init__(self, message: str, bundles: list[Any] | None = None):
+        super().__init__(message)
+        self.bundles = list(bundles or [])
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Allowed output error: ``atol + rtol * max |reference|``, and the least top-1 agreement."""
+
+    atol: float
+    rtol: float
+    min_agreement: float
+
+    def limit(self, scale: float) -> float:
+        return self.atol + self.rtol * scale
+
+
+_BY_PRECISION = {
+    "fp32": Tolerance(1e-3, 1e-3, 0.98),
+    "fp16": Tolerance(2e-2, 5e-2, 0.95),  # 11 mantissa bits; CPU kernels may accumulate in fp16
+    "bf16": Tolerance(5e-2, 5e-2, 0.95),  # 8 mantissa bits: OpenVINO on AMX, errors ~1e-2
+    "int8": Tolerance(1e-1, 1e-1, 0.90),
+}
+_BY_BACKEND = {
+    ("tensorrt", "fp32"): Tolerance(1e-2, 1e-2, 0.97),  # TensorRT runs fp32 convolutions in TF32
+}
+
+
+def tolerance_for(backend: str, precision: str) -> Tolerance:
+    fallback = _BY_PRECISION.get(precision, _BY_PRECISION["fp32"])
+    return _BY_BACKEND.get((backend, precision), fallback)
+
+
+def run_batched(runner: Runner, images: np.ndarray) -> np.ndarray:
+    """Outputs of `images` [N, C, H, W] through a runner compiled for a fixed batch size
+    (the last chunk is padded by repeating its last image; padded outputs are dropped)."""
+    b = int(runner.input_shape[0])
+    outs = []
+    for i in range(0, len(images), b):
+        chunk = images[i:i + b]
+        k = len(chunk)
+        if k < b:
+            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], b - k, axis=0)])
+        outs.append(np.asarray(runner.run(chunk), dtype=np.float32).reshape(b, -1)[:k])
+    return np.concatenate(outs)
+
+
+def _check(name: str, passed: bool, detail: str, **values: Any) -> dict[str, Any]:
+    return {"name": name, "passed": bool(passed), "detail": detail, **values}
+
+
+def compare(name: str, outputs: np.ndarray, reference: np.ndarray, tol: Tolerance,
+            labels: np.ndarray | None = None) -> dict[str, Any]:
+    """One check: `outputs` (exported model) against `reference` (PyTorch) on the same images."""
+    outputs, reference = np.asarray(outputs, np.float64), np.asarray(reference, np.float64)
+    if outputs.shape != reference.shape:
+        return _check(name, False, f"{name}: output shape {outputs.shape} differs from PyTorch's "
+                      f"{reference.shape}")
+    finite = bool(np.isfinite(outputs).all())
+    diff = float(np.abs(outputs - reference).max()) if finite else float("inf")
+    limit = tol.limit(float(np.abs(reference).max()))
+    agree = float((outputs.argmax(1) == reference.argmax(1)).mean()) if finite else 0.0
+    values: dict[str, Any] = {"max_abs_diff": diff, "limit": limit, "top1_agreement": agree,
+                              "n_images": int(len(reference)), "tolerance": asdict(tol)}
+    if labels is not None:
+        values["top1_exported"] = float((outputs.argmax(1) == labels).mean() * 100)
+        values["top1_pytorch"] = float((reference.argmax(1) == labels).mean() * 100)
+    problems = []
+    if not finite:
+        problems.append("non-finite outputs")
+    elif diff > limit:
+        problems.append(f"max |diff| {diff:.3g} > {limit:.3g}")
+    if agree < tol.min_agreement:
+        problems.append(f"top-1 agrees on {agree:.0%} of {len(reference)} images "
+                        f"(< {tol.min_agreement:.0%})")
+    detail = (f"{name}: " + ", ".join(problems) if problems else
+              f"{name}: max |diff| {diff:.3g} <= {limit:.3g}, top-1 agrees on {agree:.0%}")
+    return _check(name, not problems, detail, **values)
+
+
+def input_dependence(reference: np.ndarray, floor: float = 1e-6) -> dict[str, Any]:
+    """The PyTorch outputs must differ between images, or the comparison proves nothing."""
+    if len(reference) < 2:
+        return _check("outputs depend on the input", True, "one image: not checked", spread=None)
+    spread = float(np.asarray(reference, np.float64).std(axis=0).max())
+    ok = spread > floor
+    detail = (f"outputs vary across images (spread {spread:.3g})" if ok else
+              f"the PyTorch subnet gives the same output for every image (spread {spread:.3g}): "
+              "its weights or BatchNorm statistics are broken")
+    return _check("outputs depend on the input", ok, detail, spread=spread)
+
+
+@dataclass
+class Report:
+    """The checks of one export; passes when every check does."""
+
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, check: dict[str, Any]) -> dict[str, Any]:
+        self.checks.append(check)
+        return check
+
+    @property
+    def passed(self) -> bool:
+        return all(c["passed"] for c in self.checks)
+
+    def failures(self) -> list[str]:
+        return [c["detail"] for c in self.checks if not c["passed"]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "failures": self.failures(), "checks": self.checks}

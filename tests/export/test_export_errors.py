@@ -1,0 +1,90 @@
+"""Bad input to export and load: one clear line each, nothing half-written left behind."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from hwnas.errors import DeviceError, HwnasError, InputError
+from hwnas.export import BundleError, export_subnet, load, resolve_subnet
+
+
+def _one_line(err: pytest.ExceptionInfo) -> str:
+    text = str(err.value)
+    assert isinstance(err.value, HwnasError) and "\n" not in text
+    return text
+
+
+def test_unknown_subnet_id_says_where_it_looked(export_run):
+    run, _ = export_run
+    with pytest.raises(InputError) as err:
+        export_subnet(run.run_dir, "ffffffffffff", "cpu-ort")
+    text = _one_line(err)
+    assert "'ffffffffffff' is not in run" in text and "pareto.csv (2 subnets)" in text
+    assert "accuracy.csv (absent)" in text and "id column" in text
+    assert not (run.run_dir / "exports" / "ffffffffffff-cpu-ort").exists()
+
+
+def test_subnets_resolve_by_id_prefix_and_ofa_json(export_run):
+    run, archs = export_run
+    assert resolve_subnet(run, archs[1].id[:6]).arch == archs[1]
+    by_json = resolve_subnet(run, archs[0].to_json())
+    assert by_json.arch == archs[0] and by_json.predicted_latency_ms("cpu-ort") == 0.5
+    assert by_json.predicted_latency_ms("trt") == 0.1 and by_json.predicted_top1 == 40.0
+    with pytest.raises(InputError, match="outside the search space"):
+        resolve_subnet(run, run.space.min_arch(r=224).to_json())
+
+
+def test_a_device_unusable_here_is_one_clear_error(export_run):
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available: cuda-torch is usable here")
+    run, archs = export_run
+    with pytest.raises(DeviceError) as err:
+        export_subnet(run.run_dir, archs[0].id, "cuda-torch")
+    text = _one_line(err)
+    assert "device 'cuda-torch' is not usable here: no CUDA device" in text
+    assert not (run.run_dir / "exports" / f"{archs[0].id}-cuda-torch").exists()
+
+
+def test_unknown_device_lists_the_known_ones(export_run):
+    run, archs = export_run
+    with pytest.raises(DeviceError, match="unknown device 'tpu'; known: cpu-torch"):
+        export_subnet(run.run_dir, archs[0].id, "tpu")
+
+
+def test_not_a_run_directory(tmp_path):
+    with pytest.raises(HwnasError, match="is not an hwnas run"):
+        export_subnet(tmp_path, "abcdef", "cpu-ort")
+
+
+@pytest.mark.parametrize("victim", ["model.onnx", "weights.safetensors", "model.json"])
+def test_a_tampered_bundle_is_refused_naming_the_file(ort_bundle, tmp_path, victim):
+    copy = tmp_path / "bundle"
+    shutil.copytree(ort_bundle, copy)
+    data = bytearray((copy / victim).read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit of one byte
+    (copy / victim).write_bytes(bytes(data))
+    with pytest.raises(BundleError) as err:
+        load(copy)
+    text = _one_line(err)
+    assert victim in text and ("modified" in text or "not valid JSON" in text)
+
+
+def test_a_missing_file_or_folder_is_refused(ort_bundle, tmp_path):
+    copy = tmp_path / "bundle"
+    shutil.copytree(ort_bundle, copy)
+    (copy / "weights.safetensors").unlink()
+    with pytest.raises(BundleError, match="weights.safetensors is missing"):
+        load(copy)
+    with pytest.raises(BundleError, match="does not exist"):
+        load(tmp_path / "nowhere")
+
+
+def test_export_will_not_overwrite_a_folder_that_is_not_a_bundle(export_run, tmp_path, quick):
+    run, archs = export_run
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="is not an hwnas bundle"):
+        export_subnet(run.run_dir, archs[0].id, "cpu-ort", out_dir=tmp_path, **quick)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
