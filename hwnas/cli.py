@@ -7,6 +7,7 @@ traceback instead.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -33,6 +34,9 @@ app.add_typer(supernet_app, name="supernet")
 devices_app = typer.Typer(help="Target devices: built-in and from a devices YAML.", no_args_is_help=True)
 app.add_typer(devices_app, name="devices")
 
+latency_app = typer.Typer(help="Latency predictors: fit from measurements, predict, evaluate.",
+                          no_args_is_help=True)
+app.add_typer(latency_app, name="latency")
 agent_app = typer.Typer(help="Remote device agents: run one on the target, profile it from here.",
                         no_args_is_help=True)
 app.add_typer(agent_app, name="agent")
@@ -174,6 +178,137 @@ def devices_show(name: str = typer.Argument(..., help="Device name."),
     info = {**device.model_dump(mode="json"), "available": reason is None, "reason": reason,
             "versions": backend.versions() if reason is None else {}}
     typer.echo(json.dumps(info, indent=2))
+
+
+# -- latency --------------------------------------------------------------------------------
+def _print_fit(pred, report: dict) -> None:
+    m = report["chosen_metrics"]
+    console.print(f"chose [bold]{report['chosen']}[/] by {report['folds']}-fold CV over {report['n_rows']} rows: "
+                  f"{100 * m['within_10']:.1f}% within ±10%, {100 * m['within_5']:.1f}% within ±5%, "
+                  f"MAPE {m['mape']:.1f}%, Kendall tau {m['kendall_tau']:.3f}", highlight=False)
+    err_console.print(f"wrote {report['path']}")
+
+
+@latency_app.command("fit")
+def latency_fit(
+    run: Optional[Path] = typer.Option(None, "--run", help="Fit from this run's measurements (with --device)."),
+    device: Optional[str] = typer.Option(None, "--device", help="Device whose measurements to fit."),
+    table: Optional[Path] = typer.Option(None, "--table", help="Or: a CSV of flat rows + a latency column."),
+    target: Optional[str] = typer.Option(None, "--target", help="Latency column in ms (default with --run: "
+                                         "corrected_ms)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Predictor JSON (default with --run: "
+                                       "RUN/predictors/latency-DEVICE.json)."),
+    width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Width multiplier of the rows' "
+                                               "network (default: the run's, or 1.0)."),
+    classes: Optional[int] = typer.Option(None, "--classes", help="Classes of the rows' network "
+                                          "(default: the run's, or 1000)."),
+    base: Optional[Path] = typer.Option(None, "--base", help="Predictor of another device: few-shot transfer."),
+    kind: list[str] = typer.Option([], "--kind", help="Restrict to these predictor kinds (repeatable)."),
+    entries: Optional[Path] = typer.Option(None, "--entries", help="Per-block entries CSV for a lookup table."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Fit a device's latency predictor, choosing the best kind by cross-validation."""
+    from hwnas.latency.api import fit_from_run, fit_from_table
+
+    kinds = kind or None
+    if (run is None) == (table is None):
+        raise InputError("give either --run DIR --device D, or --table FILE.csv --target COLUMN --out PRED.json")
+    if run is not None:
+        from hwnas.run import open_run
+
+        if device is None:
+            raise InputError("--run needs --device (the device whose measurements to fit)")
+        cfg = open_run(run, create=False)
+        pred, report = fit_from_run(run, device, out_json=out, target=target or "corrected_ms",
+                                    width_mult=width_mult or cfg.space.width_mult,
+                                    n_classes=classes or cfg.n_classes, base=base, kinds=kinds, seed=seed)
+    else:
+        if target is None or out is None:
+            raise InputError("--table needs --target COLUMN (latency in ms) and --out PRED.json")
+        pred, report = fit_from_table(table, target, out, width_mult=width_mult or 1.0,
+                                      n_classes=classes or 1000, base=base, kinds=kinds, entries=entries,
+                                      device=device or "", seed=seed)
+        report["path"] = str(out)
+    _print_fit(pred, report)
+
+
+@latency_app.command("predict")
+def latency_predict(
+    predictor: Path = typer.Option(..., "--predictor", help="Predictor JSON from `hwnas latency fit`."),
+    table: Path = typer.Option(..., "--table", help="CSV of flat rows r,ks_0..ks_19,e_0..e_19,d_0..d_4."),
+    out: Path = typer.Option(..., "--out", help="Where to write the rows with a predicted_ms column."),
+    column: str = typer.Option("predicted_ms", "--column"),
+) -> None:
+    """Predict the latency of every row of a table."""
+    from hwnas.latency.api import predict_table
+
+    df = predict_table(predictor, table, out, column=column)
+    err_console.print(f"wrote {len(df)} rows to {out}")
+
+
+@latency_app.command("eval")
+def latency_eval(
+    table: Optional[Path] = typer.Option(None, "--table", help="Measured table (flat rows + latency column)."),
+    target: Optional[str] = typer.Option(None, "--target", help="Latency column in ms."),
+    run: Optional[Path] = typer.Option(None, "--run", help="Or: a run's measurements (with --device)."),
+    device: Optional[str] = typer.Option(None, "--device"),
+    predictor: Optional[Path] = typer.Option(None, "--predictor", help="Also score this predictor on every row."),
+    kind: Optional[str] = typer.Option(None, "--kind", help="Learning curve of one kind (default: CV choice)."),
+    sizes: str = typer.Option("10,20,50,100,200,500", "--sizes", help="Training rows of the learning curve."),
+    test_fraction: float = typer.Option(0.25, "--test-fraction"),
+    repeats: int = typer.Option(1, "--repeats", help="Average the curve over reshuffles."),
+    repeat_column: Optional[str] = typer.Option(None, "--repeat-column", help="A second measurement of the "
+                                                "same rows: the repeatability to compare with."),
+    base: Optional[Path] = typer.Option(None, "--base", help="Few-shot transfer from this predictor."),
+    width_mult: float = typer.Option(1.0, "--width-mult"),
+    classes: int = typer.Option(1000, "--classes"),
+    seed: int = typer.Option(0, "--seed"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the full report as JSON."),
+) -> None:
+    """Held-out accuracy of latency prediction: within ±5/10%, RMSE, MAPE, Kendall, Spearman, learning curve."""
+    import tempfile
+
+    from hwnas.latency.api import evaluate_predictor
+
+    try:
+        size_list = [int(v) for v in sizes.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"--sizes must be comma-separated integers, got {sizes!r}") from None
+    with tempfile.TemporaryDirectory() as tmp:
+        if run is not None:
+            from hwnas.latency.store import read_measurements
+            from hwnas.run import open_run
+
+            if device is None:
+                raise InputError("--run needs --device")
+            cfg = open_run(run, create=False)
+            df = read_measurements(run, device=device, kind="subnet")
+            if df.empty:
+                raise InputError(f"run {run} has no subnet measurements for {device!r}; run `hwnas profile` first")
+            table, target = Path(tmp) / "measured.csv", target or "corrected_ms"
+            df.to_csv(table, index=False)
+            width_mult, classes = cfg.space.width_mult, cfg.n_classes
+        elif table is None or target is None:
+            raise InputError("give --table FILE.csv --target COLUMN, or --run DIR --device D")
+        report = evaluate_predictor(table, target, predictor_json=predictor, kind=kind, sizes=size_list,
+                                    test_fraction=test_fraction, repeats=repeats, repeat_column=repeat_column,
+                                    base=base, width_mult=width_mult, n_classes=classes, seed=seed, out_json=out)
+    metrics = ("within_5", "within_10", "rmse_ms", "mape", "kendall_tau", "spearman_rho")
+    if "heldout" in report:
+        h = report["heldout"]
+        console.print("predictor on every row: " + ", ".join(f"{k} {h[k]:.3f}" for k in metrics), highlight=False)
+    if "repeatability" in report:
+        r = report["repeatability"]
+        console.print(f"repeatability ({r['column']}): {100 * r['within_5']:.1f}% within ±5%, "
+                      f"{100 * r['within_10']:.1f}% within ±10%", highlight=False)
+    curve = Table("train rows", "within ±5%", "within ±10%", "RMSE ms", "MAPE %", "Kendall", "Spearman",
+                  "FLOPs-only ±10%", "FLOPs-only Kendall", title=f"learning curve ({report['n_test'] if 'n_test' in report else ''} held out)".replace(" ()", ""))
+    for row in report["learning_curve"]:
+        f = row["flops_baseline"]
+        curve.add_row(str(row["n_train"]), f"{100 * row['within_5']:.1f}", f"{100 * row['within_10']:.1f}",
+                      f"{row['rmse_ms']:.4f}", f"{row['mape']:.1f}", f"{row['kendall_tau']:.3f}",
+                      f"{row['spearman_rho']:.3f}", f"{100 * f['within_10']:.1f}", f"{f['kendall_tau']:.3f}")
+    console.print(curve)
 
 
 # -- agent ----------------------------------------------------------------------------------
@@ -337,6 +472,130 @@ def train(
                           f"{last.get('val_top1_max')}%, min {last.get('val_top1_min')}%)")
 
 
+# -- search ---------------------------------------------------------------------------------
+class Algo(str, Enum):
+    evolution = "evolution"
+    nsga2 = "nsga2"
+    optuna_nsga2 = "optuna-nsga2"
+    optuna_tpe = "optuna-tpe"
+    random = "random"
+
+
+@app.command("search")
+def search_cmd(
+    run: Path = typer.Option(..., "--run", help="Run directory (from `hwnas profile`)."),
+    device: list[str] = typer.Option(..., "--device", help="Target device (repeat for several)."),
+    latency_ms: list[float] = typer.Option(..., "--latency-ms", help="Budget in ms: one for all devices "
+                                           "or one per --device."),
+    algo: Algo = typer.Option(Algo.evolution, "--algo", help="Search algorithm."),
+    pareto: bool = typer.Option(False, "--pareto", help="Return and verify the whole Pareto front."),
+    workers: int = typer.Option(1, "--workers", help="Processes for the optuna-* algorithms."),
+    storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage URL (postgresql://...) "
+                                          "or journal file; default RUN/optuna.journal."),
+    top_k: int = typer.Option(5, "--top-k", help="Candidates measured on the device."),
+    seed: int = typer.Option(0, "--seed"),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Measure the winners on the device."),
+    devices_file: Optional[Path] = DevicesOpt,
+    generations: Optional[int] = typer.Option(None, "--generations"),
+    population: Optional[int] = typer.Option(None, "--population"),
+    trials: Optional[int] = typer.Option(None, "--trials", help="optuna-*/random: predictor calls."),
+    objective: list[str] = typer.Option([], "--objective", help="Extra objectives: ms:<device>, macs, params."),
+    max_macs: Optional[float] = typer.Option(None, "--max-macs"),
+    max_params: Optional[float] = typer.Option(None, "--max-params"),
+    accuracy_samples: int = typer.Option(1000, "--accuracy-samples", help="Subnets evaluated when the "
+                                         "accuracy table is missing."),
+) -> None:
+    """Search the accuracy/latency Pareto front under a latency budget, then verify on the device."""
+    from hwnas.progress import EventProgress
+    from hwnas.search import run_search
+
+    if workers < 1:
+        raise InputError(f"--workers must be at least 1, got {workers}")
+    if any(ms <= 0 for ms in latency_ms):
+        raise InputError(f"--latency-ms must be positive, got {latency_ms}")
+    objectives = ["top1", *[f"ms:{d}" for d in device], *objective] if objective else None
+    with EventProgress(err_console) as bar:
+        res = run_search(run, device if len(device) > 1 else device[0],
+                         latency_ms if len(latency_ms) > 1 else latency_ms[0], algo=algo.value, pareto=pareto,
+                         workers=workers, storage=storage, top_k=top_k, seed=seed, verify=verify,
+                         devices_file=devices_file, progress=bar, objectives=objectives, max_macs=max_macs,
+                         max_params=max_params, population=population, generations=generations,
+                         n_trials=trials, accuracy_samples=accuracy_samples)
+    _print_best(res)
+    if not res.ok:
+        raise typer.Exit(1)
+
+
+def _print_best(res) -> None:
+    table = Table("id", "arch", "top-1 % (pred)", *[f"{d} ms pred / measured" for d in res.devices],
+                  "MMACs", title=f"best subnets ({res.algo})")
+    for b in res.best:
+        lat = []
+        for d in res.devices:
+            meas = b["measured_ms"].get(d)
+            lat.append(f"{b['ms_pred'][d]:.3f} / " + ("-" if meas is None else f"{meas:.3f}"))
+        table.add_row(b["id"], b["describe"], f"{b['top1_pred']:.2f}", *lat, f"{b['macs'] / 1e6:.1f}")
+    console.print(table)
+    if res.message:
+        err_console.print(res.message, highlight=False)
+    for name, path in res.paths.items():
+        err_console.print(f"{name}: {path}", highlight=False)
+
+
+# -- quickstart -----------------------------------------------------------------------------
+@app.command("quickstart")
+def quickstart_cmd(
+    run: Path = typer.Option(Path("runs/quickstart"), "--run", help="Run directory."),
+    device: str = typer.Option("cpu-ort", "--device", help="Device to profile, search for and export to."),
+    samples: int = typer.Option(60, "--samples", help="Subnets profiled for the latency predictor."),
+    accuracy_samples: int = typer.Option(100, "--accuracy-samples", help="Subnets evaluated for the "
+                                         "accuracy predictor."),
+    latency_ms: Optional[float] = typer.Option(None, "--latency-ms", help="Budget (default: 40% of the "
+                                               "way from the fastest to the slowest profiled subnet)."),
+    top_k: int = typer.Option(3, "--top-k", help="Candidates measured on the device."),
+) -> None:
+    """The whole pipeline on the shipped supernet: profile, fit, search, verify, export."""
+    from hwnas.progress import EventProgress
+    from hwnas.quickstart import QuickstartSettings, quickstart
+
+    if latency_ms is not None and latency_ms <= 0:
+        raise InputError(f"--latency-ms must be positive, got {latency_ms}")
+    settings = QuickstartSettings(run_dir=run, device=device, samples=samples,
+                                  accuracy_samples=accuracy_samples, budget_ms=latency_ms, top_k=top_k)
+    with EventProgress(err_console) as bar:
+        res = quickstart(settings, log=lambda m: bar.progress.console.print(m, highlight=False), progress=bar)
+    _print_quickstart(res)
+    if res.bundle is None:
+        raise typer.Exit(1)
+
+
+def _print_quickstart(res) -> None:
+    from rich.markup import escape
+
+    s = res.settings
+    rep = res.latency_report.get("chosen_metrics", {})
+    summary = Table(title="hwnas quickstart", show_header=False)
+    summary.add_row("device", s.device)
+    summary.add_row("latency predictor", f"{res.latency_report.get('chosen', 'reused')}"
+                    + (f" (CV: {100 * rep['within_10']:.0f}% within ±10%, Kendall tau {rep['kendall_tau']:.2f})"
+                       if rep else ""))
+    summary.add_row("budget", f"{res.budget_ms} ms")
+    if res.search is not None and res.search.best:
+        b = res.search.best[0]
+        meas = b["measured_ms"].get(s.device)
+        summary.add_row("best subnet", f"{b['id']}  {b['describe']}")
+        summary.add_row("top-1 (predicted)", f"{b['top1_pred']:.2f}%")
+        summary.add_row("latency pred / measured", f"{b['ms_pred'][s.device]:.3f} / "
+                        + ("-" if meas is None else f"{meas:.3f}") + " ms")
+        summary.add_row("front", f"{int(res.search.front['on_front'].sum())} subnets  ({res.search.paths['pareto_csv']})")
+    if res.bundle is not None:
+        m = res.bundle_meta
+        summary.add_row("export", escape(f"{res.bundle}  [{m['status']}], test top-1 {m['accuracy']['top1']:.2f}%"))
+    summary.add_row("time per stage", ", ".join(f"{k.split()[0]} {v}s" for k, v in res.stages.items()))
+    summary.add_row("dashboard", f"hwnas dashboard --run {s.run_dir}")
+    console.print(summary)
+
+
 # -- export ---------------------------------------------------------------------------------
 @app.command("export")
 def export_cmd(
@@ -391,7 +650,6 @@ def dashboard(
     address: str = typer.Option("127.0.0.1", "--address", help="Address to bind (loopback by default)."),
 ) -> None:
     """Serve the Streamlit Pareto dashboard for a run (Ctrl-C stops it)."""
-    import os
     import subprocess
 
     from hwnas.dashboard import serve_command
@@ -413,6 +671,9 @@ def dashboard(
 
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point: user errors and usage errors become one line on stderr and exit code 2."""
+    # Torch's intra-op pool on every core collapses when another process holds one (measured here:
+    # 30x slower evaluation on 2 busy cores), so default to half the cores; OMP_NUM_THREADS wins.
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) // 2)))
     try:
         result = app(args=argv, standalone_mode=False)
     except HwnasError as err:

@@ -51,3 +51,35 @@ class TrainProgress:
         elif event == "epoch":
             vals = " ".join(f"{k} {v}" for k, v in f.items() if k.startswith("val_") or k.startswith("train_"))
             self.console.print(f"{f['phase']} epoch {f['epoch']}: {vals} ({f['elapsed_s']} s)", highlight=False)
+
+
+class EventProgress:
+    """Bars for `progress(event, done=, total=, **info)` callbacks: one bar per event (and device).
+
+    Used by search and the quickstart, whose stages report under different event names.
+    """
+
+    LABELS = {"accuracy": "accuracy table", "search": "search", "verify": "verify on device",
+              "fit-accuracy": "fit accuracy predictor"}
+
+    def __init__(self, console: Console | None = None):
+        self.progress = make_progress(console)
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> "EventProgress":
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
+
+    def __call__(self, event: str, done: int | None = None, total: int | None = None, **info: Any) -> None:
+        key = f"{event} {info['device']}" if "device" in info else event
+        label = self.LABELS.get(event, event) + (f" {info['device']}" if "device" in info else "")
+        if key not in self.tasks:
+            self.tasks[key] = self.progress.add_task(label, total=total, info="")
+        text = str(info.get("key", "")) if "key" in info else ""
+        if done is None and total is None:  # a one-shot step: show it as done
+            self.progress.update(self.tasks[key], total=1, completed=1, info=text)
+        else:
+            self.progress.update(self.tasks[key], completed=done, total=total, info=text)

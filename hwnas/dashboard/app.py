@@ -52,7 +52,7 @@ def page_overview(files: data.RunFiles) -> None:
     search = data.load_search(files)
     if search:
         st.subheader("Last search")
-        st.json({k: v for k, v in search.items() if k not in ("front", "candidates")}, expanded=False)
+        st.json({k: search[k] for k in ("settings", "metrics", "best") if k in search}, expanded=False)
 
 
 def page_pareto(files: data.RunFiles) -> None:
@@ -61,16 +61,16 @@ def page_pareto(files: data.RunFiles) -> None:
     if front.empty:
         _missing("Pareto front", f"hwnas search --run {files.root} --device cpu-ort --latency-ms X --pareto")
         return
-    lat = "predicted_ms" if "predicted_ms" in front.columns else next(
-        (c for c in front.columns if c.endswith("_ms")), None)
-    acc = next((c for c in ("predicted_top1", "top1", "accuracy") if c in front.columns), None)
+    lat = next((c for c in ("ms_pred", "predicted_ms") if c in front.columns), None)
+    acc = next((c for c in ("top1_pred", "predicted_top1", "top1") if c in front.columns), None)
     if lat is None or acc is None:
         st.error(f"{files.pareto} lacks latency/accuracy columns; rerun `hwnas search`.")
         return
     colour = st.radio("Colour by", ["r", "macs"] if "macs" in front.columns else ["r"], horizontal=True)
+    settings = (data.load_search(files) or {}).get("settings", {})
+    searched = settings.get("devices") or ["device"]
     if "device" not in front.columns:
-        search = data.load_search(files) or {}
-        front["device"] = search.get("device", "device")
+        front["device"] = searched[0]
     devices = sorted(front["device"].unique())
     shown = st.multiselect("Devices", devices, default=devices)
     front = front[front["device"].isin(shown)].copy()
@@ -87,7 +87,7 @@ def page_pareto(files: data.RunFiles) -> None:
         measured = front[front["measured_ms"].notna()]
         layers.append(alt.Chart(measured).mark_point(shape="diamond", size=120, color="red", filled=False).encode(
             x="measured_ms:Q", y=f"{acc}:Q", tooltip=["id", alt.Tooltip("measured_ms:Q", format=".3f")]))
-    budget = (data.load_search(files) or {}).get("latency_ms")
+    budget = (settings.get("budgets_ms") or {}).get(searched[0])
     if budget:
         layers.append(alt.Chart(pd.DataFrame({"budget": [budget]})).mark_rule(
             color="orange", strokeDash=[6, 4]).encode(x="budget:Q"))

@@ -24,7 +24,7 @@ ACCURACY = "accuracy.csv"
 # Columns holding the search's predictions (first one present wins): the search writes
 # ``ms:<device>`` per device (hwnas.search.problem.ms_key) and ``top1``.
 _PRED_LATENCY = ("pred_latency_ms", "predicted_latency_ms", "latency_ms")
-_PRED_TOP1 = ("top1", "pred_top1", "predicted_top1")
+_PRED_TOP1 = ("top1_pred", "top1", "pred_top1", "predicted_top1")
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Candidate:
         return None
 
     def predicted_latency_ms(self, device: str) -> float | None:
-        return self._first((f"ms:{device}", *_PRED_LATENCY)) if self.source == PARETO else None
+        return self._first((f"ms_pred:{device}", f"ms:{device}", *_PRED_LATENCY)) if self.source == PARETO else None
 
     @property
     def predicted_top1(self) -> float | None:

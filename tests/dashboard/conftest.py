@@ -30,13 +30,13 @@ def demo_run(tmp_path, tiny_supernet):
     MeasurementStore(run.run_dir).append(rows)
     front = pd.DataFrame([a.to_row() for a in archs[:6]], columns=list(FLAT_COLUMNS))
     front["id"] = [a.id for a in archs[:6]]
-    front["predicted_ms"] = np.linspace(0.5, 2.0, 6)
-    front["predicted_top1"] = np.linspace(90, 97, 6)
+    front["ms_pred"] = np.linspace(0.5, 2.0, 6)
+    front["top1_pred"] = np.linspace(90, 97, 6)
     front["macs"] = [count_params_macs(a, 10)[1] for a in archs[:6]]
     front["measured_ms"] = [0.55, np.nan, 1.2, np.nan, np.nan, np.nan]
     front.to_csv(run.run_dir / "pareto.csv", index=False)
-    (run.run_dir / "search.json").write_text(json.dumps({"device": "cpu-ort", "latency_ms": 1.5,
-                                                         "algo": "evolution"}))
+    (run.run_dir / "search.json").write_text(json.dumps({"settings": {
+        "devices": ["cpu-ort"], "budgets_ms": {"cpu-ort": 1.5}, "algo": "evolution"}}))
     log = [{"phase": p, "epoch": 1, "train_loss": 2.0 - i / 5, "train_acc": 50 + 5 * i,
             "val_top1_max": 60 + 5 * i, "val_top1_min": 40 + 5 * i, "elapsed_s": 10.0 * i}
            for i, p in enumerate(["full", "kernel", "depth-1", "depth-2", "expand-1", "expand-2"])]

@@ -1,0 +1,275 @@
+"""What `hwnas latency fit | predict | eval` call: table in, predictor/table/report out.
+
+Tables are CSV (or Parquet) with the flat arch columns ``r, ks_0..ks_19, e_0..e_19, d_0..d_4`` and
+a latency column in milliseconds; other columns are ignored. Every user mistake is a one-line
+`TableError`/`InputError` that names the file, row and column.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from hwnas.errors import InputError, TableError
+from hwnas.latency.analytic import AnalyticPredictor
+from hwnas.latency.base import LatencyPredictor, load_predictor
+from hwnas.latency.layout import ENTRY_COLUMNS
+from hwnas.latency.lut import LookupTablePredictor
+from hwnas.latency.metrics import summary, within
+from hwnas.latency.select import fit_best
+from hwnas.space import FLAT_COLUMNS, SearchSpace, read_arch_table
+
+__all__ = ["read_latency_table", "fit_from_table", "predict_table", "evaluate_predictor",
+           "fit_from_run", "LEARNING_CURVE_SIZES"]
+
+LEARNING_CURVE_SIZES = (10, 20, 50, 100, 200, 500)
+
+
+def _target(df, column: str, source: str) -> np.ndarray:
+    import pandas as pd
+
+    if column not in df.columns:
+        shown = [c for c in df.columns if c not in FLAT_COLUMNS][:8]
+        raise TableError(f"{source} has no latency column {column!r}; its other columns: "
+                         f"{', '.join(map(str, shown)) or 'none'}")
+    raw = df[column]
+    y = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(y) | (y <= 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise TableError(f"{source} row {i + 1}, column {column}: {raw.iat[i]!r} is not a positive "
+                         "latency in ms")
+    return y
+
+
+def read_latency_table(path: str | Path, target_column: str, width_mult: float = 1.0
+                       ) -> tuple[np.ndarray, np.ndarray, Any]:
+    """(arch matrix int64 [n, 46], latencies ms [n], the full DataFrame) of a measured table."""
+    archs, df = read_arch_table(path, w=width_mult)
+    if not archs:
+        raise TableError(f"table {path} has no rows")
+    return SearchSpace.to_matrix(archs).astype(np.int64), _target(df, target_column, str(path)), df
+
+
+def _load_base(base: str | Path | LatencyPredictor | None) -> LatencyPredictor | None:
+    if base is None or isinstance(base, LatencyPredictor):
+        return base
+    return load_predictor(base)
+
+
+def _load_entries(entries: str | Path | None, width_mult: float, n_classes: int
+                  ) -> LookupTablePredictor | None:
+    if entries is None:
+        return None
+    import pandas as pd
+
+    path = Path(entries)
+    if not path.exists():
+        raise TableError(f"entries table {path} does not exist")
+    df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, skipinitialspace=True)
+    return LookupTablePredictor.from_entries(df, width_mult=width_mult, n_classes=n_classes,
+                                             source=str(path))
+
+
+def fit_from_table(table_csv: str | Path, target_column: str, out_json: str | Path, *,
+                   width_mult: float = 1.0, n_classes: int = 1000,
+                   base: str | Path | LatencyPredictor | None = None,
+                   kinds: Iterable[str] | None = None, entries: str | Path | None = None,
+                   device: str = "", folds: int | None = None, seed: int = 0
+                   ) -> tuple[LatencyPredictor, dict[str, Any]]:
+    """Fit the best predictor (by cross-validation, `fit_best`) to a measured table; save it.
+
+    `base`: a source device's predictor JSON, for few-shot transfer (10-50 rows suffice).
+    `entries`: a per-block entries CSV (`hwnas.latency.lut`) to add lookup-table candidates.
+    `kinds`: restrict the candidate kinds (analytic, lut, hybrid, mlp, transfer).
+    Returns (predictor, cross-validation report)."""
+    m, y, _ = read_latency_table(table_csv, target_column, width_mult)
+    pred, report = fit_best(m, y, kinds=kinds, width_mult=width_mult, n_classes=n_classes,
+                            base=_load_base(base), entries_lut=_load_entries(entries, width_mult, n_classes),
+                            folds=folds, seed=seed, device=device, target=target_column)
+    pred.meta.notes["table"] = str(table_csv)
+    pred.save(out_json)
+    return pred, report
+
+
+def predict_table(predictor_json: str | Path, in_csv: str | Path, out_csv: str | Path,
+                  column: str = "predicted_ms") -> Any:
+    """Write `in_csv`'s rows with an added `column` of predicted ms to `out_csv` (atomically)."""
+    from hwnas.fileio import atomic_path
+
+    pred = load_predictor(predictor_json)
+    archs, df = read_arch_table(in_csv, w=pred.meta.width_mult)
+    df = df.copy()
+    df[column] = pred.predict(SearchSpace.to_matrix(archs)) if archs else []
+    out = Path(out_csv)
+    with atomic_path(out, suffix=out.suffix) as tmp:
+        if out.suffix == ".parquet":
+            df.to_parquet(tmp, index=False)
+        else:
+            df.to_csv(tmp, index=False)
+    return df
+
+
+def _fit(kind: str | None, m: np.ndarray, y: np.ndarray, width_mult: float, n_classes: int,
+         base: LatencyPredictor | None, seed: int) -> LatencyPredictor:
+    kinds = None if kind is None else [kind]
+    return fit_best(m, y, kinds=kinds, width_mult=width_mult, n_classes=n_classes, base=base,
+                    seed=seed)[0]
+
+
+def evaluate_predictor(table_csv: str | Path, target_column: str, *,
+                       predictor_json: str | Path | None = None, kind: str | None = None,
+                       sizes: Sequence[int] = LEARNING_CURVE_SIZES, test_fraction: float = 0.25,
+                       repeats: int = 1, repeat_column: str | None = None,
+                       base: str | Path | LatencyPredictor | None = None, width_mult: float = 1.0,
+                       n_classes: int = 1000, seed: int = 0, out_json: str | Path | None = None
+                       ) -> dict[str, Any]:
+    """Held-out accuracy of latency prediction on a measured table.
+
+    - With `predictor_json`: that predictor's metrics on every row of the table (``heldout``).
+    - Learning curve: rows are shuffled (`seed`), the last `test_fraction` held out, and for each
+      N in `sizes` (those <= the rest) a predictor is fitted on N rows (`fit_best`, or the
+      candidates of one `kind`) and scored on the held-out rows, beside a FLOPs-only linear fit;
+      `repeats` > 1 averages over reshuffles.
+    - `repeat_column`: a second measurement of the same subnets; its agreement with the target
+      (``repeatability``: fraction within +-5/10%) is the bar a predictor should reach.
+    Metrics: within_5, within_10 (fractions), rmse_ms, mape (%), rmse_log, kendall_tau, spearman_rho.
+    """
+    from hwnas.fileio import atomic_write_json
+
+    if not 0 < test_fraction < 1:
+        raise InputError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    if repeats < 1:
+        raise InputError(f"repeats must be at least 1, got {repeats}")
+    m, y, df = read_latency_table(table_csv, target_column, width_mult)
+    base_pred = _load_base(base)
+    report: dict[str, Any] = {"table": str(table_csv), "target": target_column, "rows": int(len(y)),
+                              "width_mult": width_mult, "n_classes": n_classes, "seed": seed}
+    if repeat_column is not None:
+        y2 = _target(df, repeat_column, str(table_csv))
+        report["repeatability"] = {"column": repeat_column, "within_5": within(y2, y, 0.05),
+                                   "within_10": within(y2, y, 0.10), **{
+                                       k: v for k, v in summary(y2, y).items()
+                                       if k in ("kendall_tau", "mape")}}
+    if predictor_json is not None:
+        pred = load_predictor(predictor_json)
+        report["predictor"] = {"path": str(predictor_json), "kind": pred.kind, "name": pred.describe()}
+        report["heldout"] = summary(pred.predict(m), y)
+    n_test = max(1, int(round(len(y) * test_fraction)))
+    pool = len(y) - n_test
+    usable = [int(n) for n in sizes if 2 <= int(n) <= pool]
+    curve = []
+    for n in usable:
+        runs = []
+        for rep in range(repeats):
+            order = np.random.default_rng(seed + rep).permutation(len(y))
+            train, test = order[:n], order[pool:]
+            pred = _fit(kind, m[train], y[train], width_mult, n_classes, base_pred, seed)
+            flops = AnalyticPredictor("macs", "linear", 0.0, width_mult=width_mult,
+                                      n_classes=n_classes).fit(m[train], y[train])
+            runs.append({"chosen": pred.describe(), **summary(pred.predict(m[test]), y[test]),
+                         "flops_baseline": summary(flops.predict(m[test]), y[test])})
+        curve.append({"n_train": n, "n_test": n_test, **_mean_runs(runs)})
+    report["learning_curve"] = curve
+    report["kind"] = kind or "fit_best"
+    if out_json is not None:
+        from hwnas.latency.base import to_jsonable
+
+        atomic_write_json(out_json, to_jsonable(report))
+    return report
+
+
+def _mean_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    if len(runs) == 1:
+        return runs[0]
+    keys = [k for k, v in runs[0].items() if isinstance(v, (int, float))]
+    out: dict[str, Any] = {k: float(np.mean([r[k] for r in runs])) for k in keys}
+    out["chosen"] = [r["chosen"] for r in runs]
+    out["flops_baseline"] = {k: float(np.mean([r["flops_baseline"][k] for r in runs]))
+                             for k in runs[0]["flops_baseline"]}
+    out["repeats"] = len(runs)
+    return out
+
+
+def _block_entries(blocks, target: str):
+    """Entries table (`ENTRY_COLUMNS` + target) from block rows, or None when they describe none."""
+    import json
+
+    import pandas as pd
+
+    if all(c in blocks.columns for c in ENTRY_COLUMNS):
+        return blocks[list(ENTRY_COLUMNS) + [target]]
+    if "block" not in blocks.columns:
+        return None
+    rows = []
+    for text, ms in zip(blocks["block"], blocks[target]):
+        try:
+            desc = json.loads(text) if isinstance(text, str) else dict(text)
+        except (ValueError, TypeError):
+            continue
+        if isinstance(desc, dict) and all(c in desc for c in ENTRY_COLUMNS):
+            rows.append({**{c: desc[c] for c in ENTRY_COLUMNS}, target: ms})
+    return pd.DataFrame(rows) if rows else None
+
+
+def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | None = None,
+                 target: str = "corrected_ms", width_mult: float | None = None, n_classes: int = 1000,
+                 base: str | Path | LatencyPredictor | None = None, kinds: Iterable[str] | None = None,
+                 folds: int | None = None, seed: int = 0) -> tuple[LatencyPredictor, dict[str, Any]]:
+    """Fit `device`'s latency predictor from a run's measurement store; save it.
+
+    Reads ``hwnas.latency.store.read_measurements(run_dir, device=device)``: a DataFrame with the
+    flat arch columns, ``device``, ``kind`` ("subnet" | "block" | "model"), ``corrected_ms`` and
+    ``median_ms``. Subnet rows are the training table (repeated measurements of one arch are
+    merged by their median). Block rows that describe a lookup-table entry (part, stage, j, in_ch,
+    k, e, size: as columns, or as keys of the JSON ``block`` column) become a lookup table, which
+    joins the candidates, calibrated on the subnets. Other rows are ignored.
+    Default output: ``<run_dir>/predictors/latency-<device>.json``. `width_mult` defaults to the
+    run's (a ``width_mult`` column) or 1.0."""
+    try:
+        store = importlib.import_module("hwnas.latency.store")
+    except ModuleNotFoundError:
+        raise InputError("this hwnas has no measurement store (hwnas.latency.store); fit from a "
+                         "table with `hwnas latency fit TABLE --target COLUMN`") from None
+    df = store.read_measurements(run_dir, device=device)
+    if df is None or len(df) == 0:
+        raise InputError(f"run {run_dir} has no measurements for device {device!r}; "
+                         f"run `hwnas profile` for it first")
+    if "device" in df.columns:
+        df = df[df["device"] == device]
+    if target not in df.columns:
+        raise TableError(f"the measurements of run {run_dir} have no column {target!r}")
+    if width_mult is None:
+        width_mult = float(df["width_mult"].iloc[0]) if "width_mult" in df.columns else 1.0
+    kinds_col = df["kind"].astype(str) if "kind" in df.columns else None
+    subnets = df if kinds_col is None else df[kinds_col == "subnet"]
+    blocks = None if kinds_col is None else df[kinds_col == "block"]
+    if len(subnets) == 0:
+        raise InputError(f"run {run_dir} has block measurements but no whole subnets for device "
+                         f"{device!r}; profile some subnets (a lookup table is calibrated on them)")
+    from hwnas.space import archs_from_frame
+
+    source = f"measurements of {run_dir} ({device})"
+    _target(subnets, target, source)
+    grouped = subnets.groupby(list(FLAT_COLUMNS), as_index=False, sort=False)[target].median()
+    archs = archs_from_frame(grouped, w=width_mult, source=source)
+    m = SearchSpace.to_matrix(archs).astype(np.int64)
+    y = _target(grouped, target, source)
+    entries_lut = None
+    entries = _block_entries(blocks, target) if blocks is not None and len(blocks) else None
+    if entries is not None:
+        merged = entries.groupby(list(ENTRY_COLUMNS), as_index=False)[target].median()
+        entries_lut = LookupTablePredictor.from_entries(merged, width_mult=width_mult, n_classes=n_classes,
+                                                        ms_column=target, device=device, source=source)
+    pred, report = fit_best(m, y, kinds=kinds, width_mult=width_mult, n_classes=n_classes,
+                            base=_load_base(base), entries_lut=entries_lut, folds=folds, seed=seed,
+                            device=device, target=target)
+    pred.meta.notes.update(run=str(run_dir), block_entries=0 if entries_lut is None else
+                           int(entries_lut.meta.notes.get("entries", 0)))
+    out = Path(out_json) if out_json is not None else Path(run_dir) / "predictors" / f"latency-{device}.json"
+    pred.save(out)
+    report["path"] = str(out)
+    return pred, report

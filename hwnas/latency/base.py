@@ -1,0 +1,314 @@
+"""`LatencyPredictor`: the small base every latency predictor implements, and its file format.
+
+A predictor maps subnets to milliseconds on one device: ``fit(archs, ms)``, ``predict(archs)``
+(vectorised: a list of `Arch` or the [n, 46] int matrix of `SearchSpace.to_matrix`), ``save`` and
+`load_predictor`. Subclasses implement `_fit`/`_predict` on int64 matrices and `_state`/`_from_state`.
+
+File format (never pickle): ``PRED.json`` holds the kind, hyperparameters, metadata and every
+small value; arrays go to ``PRED.npz`` beside it (read with ``allow_pickle=False``)::
+
+    {"format": "hwnas-latency-predictor", "version": 1, "kind": "analytic",
+     "params": {...hyperparameters...}, "meta": {...}, "state": {...}, "arrays": "PRED.npz"}
+
+Predictors that wrap another (hybrid, transfer) nest its ``{"kind", "params", "state"}`` in their
+state and prefix its arrays with ``"<name>/"`` in the same npz.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Iterator, Mapping, Sequence, TypeVar
+
+import numpy as np
+
+from hwnas.errors import CheckpointError, InputError
+from hwnas.space import Arch
+
+__all__ = ["LatencyPredictor", "PredictorMeta", "ArchLike", "register", "predictor_class",
+           "predictor_kinds", "load_predictor", "to_jsonable", "FORMAT", "VERSION"]
+
+FORMAT = "hwnas-latency-predictor"
+VERSION = 1
+ArchLike = Sequence[Arch] | np.ndarray
+P = TypeVar("P", bound="LatencyPredictor")
+_REGISTRY: dict[str, type[LatencyPredictor]] = {}
+
+
+def register(cls: type[P]) -> type[P]:
+    """Class decorator: make `cls` loadable by its `kind`."""
+    _REGISTRY[cls.kind] = cls
+    return cls
+
+
+def _ensure_registered() -> None:
+    # importing the package registers the built-in kinds
+    import hwnas.latency  # noqa: F401
+
+
+def predictor_class(kind: str) -> type[LatencyPredictor]:
+    _ensure_registered()
+    try:
+        return _REGISTRY[kind]
+    except KeyError:
+        raise InputError(f"unknown latency predictor kind {kind!r}; known: "
+                         f"{', '.join(sorted(_REGISTRY))}") from None
+
+
+def predictor_kinds() -> list[str]:
+    _ensure_registered()
+    return sorted(_REGISTRY)
+
+
+@dataclass
+class PredictorMeta:
+    """What a predictor was fitted for and on. `cv` is the cross-validation report of the chosen
+    candidate (`hwnas.latency.select`), when it was chosen by `fit_best`."""
+
+    device: str = ""
+    width_mult: float = 1.0
+    n_classes: int = 1000
+    target: str = "ms"  # the column / quantity it learned (e.g. corrected_ms)
+    n_train: int = 0
+    cv: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> PredictorMeta:
+        known = {k: v for k, v in obj.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def check_targets(ms: Any, n: int) -> np.ndarray:
+    """Latencies as float64 [n]; every value finite and positive (predictors work in log space)."""
+    y = np.asarray(ms, dtype=np.float64).reshape(-1)
+    if len(y) != n:
+        raise InputError(f"got {n} archs but {len(y)} latencies")
+    bad = ~np.isfinite(y) | (y <= 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"latency #{i + 1} is {y[i]!r}; latencies must be positive milliseconds")
+    return y
+
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """Run BLAS single-threaded: the matrices here are small, and on a busy 2-core machine a
+    2-thread BLAS made the ridge fits 25x slower. No-op when threadpoolctl is missing."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - comes with scikit-learn
+        yield
+        return
+    with threadpool_limits(1):
+        yield
+
+
+class LatencyPredictor(ABC):
+    """Predicts one device's latency (ms) of OFA-MobileNetV3 subnets."""
+
+    kind: ClassVar[str]
+    #: fewest rows `fit` accepts
+    min_rows: ClassVar[int] = 2
+
+    def __init__(self, *, width_mult: float = 1.0, n_classes: int = 1000) -> None:
+        self.meta = PredictorMeta(width_mult=float(width_mult), n_classes=int(n_classes))
+        self._fitted = False
+
+    # -- hyperparameters -----------------------------------------------------------------
+    def get_params(self) -> dict[str, Any]:
+        """JSON-able constructor arguments (besides width_mult / n_classes)."""
+        return {}
+
+    def clone(self: P) -> P:
+        """An unfitted copy with the same hyperparameters and layout."""
+        return type(self)(width_mult=self.meta.width_mult, n_classes=self.meta.n_classes,
+                          **copy.deepcopy(self.get_params()))
+
+    def describe(self) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in self.get_params().items()
+                           if not isinstance(v, (dict, list)))
+        return f"{self.kind}({params})"
+
+    # -- fit / predict -------------------------------------------------------------------
+    def _matrix(self, archs: ArchLike) -> np.ndarray:
+        from hwnas.latency.layout import as_matrix
+
+        if not isinstance(archs, np.ndarray):
+            archs = list(archs)
+            widths = {a.w for a in archs if isinstance(a, Arch)}
+            if widths - {self.meta.width_mult}:
+                raise InputError(f"archs have width multiplier {sorted(widths)} but this predictor "
+                                 f"is for width_mult={self.meta.width_mult}")
+        return as_matrix(archs)
+
+    def fit(self: P, archs: ArchLike, ms: Any) -> P:
+        """Fit to measured latencies `ms` (milliseconds, one per arch); returns self."""
+        m = self._matrix(archs)
+        y = check_targets(ms, len(m))
+        if len(m) < self.min_rows:
+            raise InputError(f"{self.kind} predictor needs at least {self.min_rows} measured "
+                             f"subnets, got {len(m)}")
+        with single_thread():
+            self._fit(m, y)
+        self.meta.n_train = int(len(m))
+        self._fitted = True
+        return self
+
+    def predict(self, archs: ArchLike) -> np.ndarray:
+        """Predicted milliseconds, float64 [n]."""
+        if not self._fitted:
+            raise InputError(f"this {self.kind} predictor is not fitted yet; call fit() first")
+        m = self._matrix(archs)
+        if len(m) == 0:
+            return np.zeros(0)
+        with single_thread():
+            return np.asarray(self._predict(m), dtype=np.float64)
+
+    @abstractmethod
+    def _fit(self, m: np.ndarray, y: np.ndarray) -> None:
+        """Fit on flat rows `m` (int64 [n, 46]) and positive latencies `y`."""
+
+    @abstractmethod
+    def _predict(self, m: np.ndarray) -> np.ndarray:
+        """Milliseconds for flat rows `m`."""
+
+    def _predict_cached(self, m: np.ndarray, cache: Any) -> np.ndarray:
+        """`_predict` reusing the analytic features in `cache` (`hwnas.latency.analytic.FeatureCache`)
+        when the kind uses them; wrappers call this on their base so both share one pass."""
+        return self._predict(m)
+
+    # -- persistence ---------------------------------------------------------------------
+    @abstractmethod
+    def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """(JSON-able fitted values, named arrays)."""
+
+    @abstractmethod
+    def _load_state(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        """Inverse of `_state` on an unfitted instance built from the saved params."""
+
+    def to_dict(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """(JSON document without the arrays file name, arrays)."""
+        if not self._fitted:
+            raise InputError(f"cannot save an unfitted {self.kind} predictor; fit it first")
+        state, arrays = self._state()
+        doc = {"format": FORMAT, "version": VERSION, "kind": self.kind, "params": self.get_params(),
+               "meta": asdict(self.meta), "state": state}
+        return doc, arrays
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> LatencyPredictor:
+        """Build any kind from a document (dispatching on ``doc["kind"]``)."""
+        kind = doc.get("kind")
+        if not isinstance(kind, str):
+            raise CheckpointError("latency predictor document has no 'kind'")
+        klass = predictor_class(kind)
+        meta = PredictorMeta.from_dict(doc.get("meta") or {})
+        params = dict(doc.get("params") or {})
+        obj = klass(width_mult=meta.width_mult, n_classes=meta.n_classes, **params)
+        obj.meta = meta
+        obj._load_state(doc.get("state") or {}, arrays)
+        obj._fitted = True
+        return obj
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``path`` (JSON) and, when there are arrays, ``path`` with suffix .npz, atomically."""
+        from hwnas.fileio import atomic_path, atomic_write_json
+
+        path = Path(path)
+        doc, arrays = self.to_dict()
+        npz = path.with_suffix(".npz")
+        if arrays:
+            with atomic_path(npz, suffix=".npz") as tmp:
+                with open(tmp, "wb") as f:
+                    np.savez(f, **{k: np.asarray(v) for k, v in arrays.items()})
+            doc["arrays"] = npz.name
+        else:
+            doc["arrays"] = None
+        atomic_write_json(path, to_jsonable(doc))
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> LatencyPredictor:
+        obj = load_predictor(path)
+        if cls is not LatencyPredictor and not isinstance(obj, cls):
+            raise CheckpointError(f"{path} holds a '{obj.kind}' predictor, not '{cls.kind}'")
+        return obj
+
+    def __repr__(self) -> str:
+        state = f"n_train={self.meta.n_train}" if self._fitted else "unfitted"
+        return f"<{type(self).__name__} {self.describe()} {state}>"
+
+
+# -- nested predictors ---------------------------------------------------------------------------
+def nested_state(pred: LatencyPredictor, prefix: str
+                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """A wrapped predictor's document (minus format fields) and its arrays under `prefix`/."""
+    doc, arrays = pred.to_dict()
+    return ({k: doc[k] for k in ("kind", "params", "meta", "state")},
+            {f"{prefix}/{k}": v for k, v in arrays.items()})
+
+
+def load_nested(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray], prefix: str
+                ) -> LatencyPredictor:
+    sub = {k[len(prefix) + 1:]: v for k, v in arrays.items() if k.startswith(prefix + "/")}
+    return LatencyPredictor.from_dict(doc, sub)
+
+
+def load_predictor(path: str | Path) -> LatencyPredictor:
+    """Load any predictor written by `LatencyPredictor.save` (dispatches on its "kind")."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"latency predictor {path} does not exist")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{path} is not a latency predictor (not valid JSON: "
+                              f"{str(err).splitlines()[0]})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not an hwnas latency predictor (no \"format\": "
+                              f"\"{FORMAT}\"); write one with `hwnas latency fit`")
+    if doc.get("version") != VERSION:
+        raise CheckpointError(f"{path} is a version {doc.get('version')} latency predictor; this "
+                              f"hwnas reads version {VERSION}; refit it with `hwnas latency fit`")
+    arrays: dict[str, np.ndarray] = {}
+    if doc.get("arrays"):
+        npz = path.parent / str(doc["arrays"])
+        try:
+            with np.load(npz, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except FileNotFoundError:
+            raise CheckpointError(f"{path} needs its arrays file {npz}, which is missing; "
+                                  "copy both files together") from None
+        except (ValueError, OSError, EOFError) as err:
+            raise CheckpointError(f"arrays file {npz} of {path} is corrupt or not an .npz "
+                                  f"({str(err).splitlines()[0] if str(err) else type(err).__name__})"
+                                  ) from None
+    try:
+        return LatencyPredictor.from_dict(doc, arrays)
+    except (KeyError, TypeError, ValueError, IndexError) as err:
+        raise CheckpointError(f"{path} is a damaged '{doc.get('kind')}' predictor "
+                              f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
+                              "refit it") from None
+
+
+def to_jsonable(obj: Any) -> Any:
+    """numpy scalars/arrays -> Python; non-finite floats -> None (JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    return obj
+

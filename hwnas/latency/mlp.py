@@ -1,0 +1,201 @@
+"""Learned latency model: a small MLP ensemble on the architecture encoding (+ log analytic costs).
+
+Input (`InputScaler`): the standardised log of the exact analytic costs (MACs by operator type,
+bytes, layers, per-stage blocks/MACs/bytes) plus down-weighted `ArchEncoder` one-hots, so the
+network starts from good inductive bias rather than learning "more MACs = slower" from scratch. Target: standardised log-latency (relative errors).
+Trained in plain numpy (full-batch AdamW, cosine schedule, the ensemble batched); the weights are
+saved as arrays, never pickled.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from hwnas.errors import InputError
+from hwnas.latency.analytic import FeatureCache, feature_names, select_features
+from hwnas.latency.base import LatencyPredictor, register
+from hwnas.latency.encoding import ArchEncoder
+
+__all__ = ["MLPPredictor", "train_mlp", "mlp_forward"]
+
+Weights = list[tuple[np.ndarray, np.ndarray]]
+
+
+def train_mlp(x: np.ndarray, t: np.ndarray, hidden: int = 64, layers: int = 2, epochs: int = 500,
+              lr: float = 3e-3, weight_decay: float = 1e-3, seeds: int = 3) -> list[Weights]:
+    """Fit `seeds` MLPs x -> t (float64 [n, d] -> [n]) with MSE; returns their weights.
+
+    Plain numpy: the ensemble members train side by side as one batched network (full-batch
+    AdamW, cosine learning rate, SiLU), which for a few hundred rows is faster than a framework's
+    per-step overhead and needs no torch at all."""
+    n, d = x.shape
+    dims = [d] + [hidden] * layers + [1]
+    ws, bs = [], []
+    for a, b in zip(dims[:-1], dims[1:]):
+        bound = 1.0 / np.sqrt(a)
+        ws.append(np.stack([np.random.default_rng([s, a, b]).uniform(-bound, bound, (a, b))
+                            for s in range(seeds)]))
+        bs.append(np.zeros((seeds, 1, b)))
+    params = ws + bs
+    m1 = [np.zeros_like(p) for p in params]
+    m2 = [np.zeros_like(p) for p in params]
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    target = t.reshape(1, n, 1)
+    for step in range(1, epochs + 1):
+        # forward, keeping pre-activations
+        hs, zs = [np.broadcast_to(x, (seeds, n, d))], []
+        for i in range(len(ws)):
+            z = hs[-1] @ ws[i] + bs[i]
+            zs.append(z)
+            if i < len(ws) - 1:
+                hs.append(z / (1.0 + np.exp(-np.clip(z, -60, 60))))
+        grad = 2.0 * (zs[-1] - target) / n  # d mean-squared-error / d output
+        gw, gb = [None] * len(ws), [None] * len(ws)
+        for i in range(len(ws) - 1, -1, -1):
+            gw[i] = hs[i].transpose(0, 2, 1) @ grad
+            gb[i] = grad.sum(axis=1, keepdims=True)
+            if i:
+                sig = 1.0 / (1.0 + np.exp(-np.clip(zs[i - 1], -60, 60)))
+                grad = (grad @ ws[i].transpose(0, 2, 1)) * sig * (1.0 + zs[i - 1] * (1.0 - sig))
+        rate = lr * 0.5 * (1.0 + np.cos(np.pi * (step - 1) / epochs))
+        for j, (p, g) in enumerate(zip(params, gw + gb)):
+            m1[j] = beta1 * m1[j] + (1 - beta1) * g
+            m2[j] = beta2 * m2[j] + (1 - beta2) * g * g
+            if j < len(ws):
+                p *= 1.0 - rate * weight_decay  # decoupled weight decay, weights only
+            p -= rate * (m1[j] / (1 - beta1**step)) / (np.sqrt(m2[j] / (1 - beta2**step)) + eps)
+    return [[(ws[i][s].copy(), bs[i][s, 0].copy()) for i in range(len(ws))] for s in range(seeds)]
+
+
+def mlp_forward(models: list[Weights], x: np.ndarray, chunk: int = 16384) -> np.ndarray:
+    """Mean output of the ensemble on x [n, d] (SiLU hidden activations).
+
+    Evaluated in float32 in row chunks (cache-sized): 100k archs in a fraction of a second; the
+    arithmetic is deterministic, so a loaded model predicts bit-identically."""
+    n_layers = len(models[0])
+    # the ensemble's first layers side by side: one wide matmul instead of one per member
+    w0 = np.concatenate([w[0][0] for w in models], axis=1).astype(np.float32)
+    b0 = np.concatenate([w[0][1] for w in models]).astype(np.float32)
+    rest = [[(w.astype(np.float32), b.astype(np.float32)) for w, b in ws[1:]] for ws in models]
+    hidden = models[0][0][0].shape[1]
+    out = np.empty(len(x))
+    for lo in range(0, len(x), chunk):
+        h0 = x[lo:lo + chunk].astype(np.float32) @ w0 + b0
+        h0 *= 1.0 / (1.0 + np.exp(-np.clip(h0, -60, 60)))
+        total = np.zeros(len(h0), dtype=np.float32)
+        for s, layers in enumerate(rest):
+            h = h0[:, s * hidden:(s + 1) * hidden]
+            for j, (w, b) in enumerate(layers):
+                h = h @ w + b
+                if j < n_layers - 2:
+                    h = h / (1.0 + np.exp(-np.clip(h, -60, 60)))
+            total += h[:, 0]
+        out[lo:lo + chunk] = total / len(models)
+    return out
+
+
+def pack_models(models: list[Weights], prefix: str) -> dict[str, np.ndarray]:
+    return {f"{prefix}{i}.{j}.{name}": arr for i, weights in enumerate(models)
+            for j, pair in enumerate(weights) for name, arr in zip(("w", "b"), pair)}
+
+
+def unpack_models(arrays: Mapping[str, np.ndarray], prefix: str, n_models: int, n_layers: int
+                  ) -> list[Weights]:
+    return [[(np.asarray(arrays[f"{prefix}{i}.{j}.w"], dtype=np.float64),
+              np.asarray(arrays[f"{prefix}{i}.{j}.b"], dtype=np.float64)) for j in range(n_layers)]
+            for i in range(n_models)]
+
+
+class InputScaler:
+    """The learned models' shared input: standardised log analytic costs (the "full" feature set)
+    next to the raw architecture one-hots scaled by `ENCODING_WEIGHT`.
+
+    The costs carry most of the signal; standardising 150 sparse one-hots would let them drown it
+    (an MLP on standardised one-hots + costs missed +-10% on 44% of held-out GPU rows, on scaled
+    one-hots 0%). The small weight is a prior: details of the encoding correct the costs, not
+    replace them."""
+
+    ENCODING_WEIGHT = 0.25
+
+    def __init__(self, width_mult: float, n_classes: int) -> None:
+        self.width_mult, self.n_classes = width_mult, n_classes
+        self.encoder = ArchEncoder()
+        self.center = np.zeros(0)
+        self.scale = np.zeros(0)
+
+    def _raw(self, m: np.ndarray, cache: FeatureCache | None = None) -> np.ndarray:
+        allf = (cache or FeatureCache(m)).get(self.width_mult, self.n_classes)
+        costs = np.log(np.maximum(select_features(allf, "full"), 1.0))
+        return np.concatenate([self.encoder(m), costs], axis=1)
+
+    def fit(self, m: np.ndarray) -> np.ndarray:
+        self.encoder = ArchEncoder.from_rows(m)
+        raw = self._raw(m)
+        width = self.encoder.width
+        self.center = raw.mean(axis=0)
+        self.scale = raw.std(axis=0)
+        self.scale[self.scale < 1e-9] = 1.0
+        self.center[:width] = 0.0
+        self.scale[:width] = 1.0 / self.ENCODING_WEIGHT
+        return (raw - self.center) / self.scale
+
+    def __call__(self, m: np.ndarray, cache: FeatureCache | None = None) -> np.ndarray:
+        return (self._raw(m, cache) - self.center) / self.scale
+
+    def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        return {"encoder": self.encoder.to_dict()}, {"x_center": self.center, "x_scale": self.scale}
+
+    def load(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        self.encoder = ArchEncoder.from_dict(state["encoder"])
+        self.center = np.asarray(arrays["x_center"], dtype=np.float64)
+        self.scale = np.asarray(arrays["x_scale"], dtype=np.float64)
+        if len(self.center) != self.encoder.width + len(feature_names("full")):
+            raise ValueError("input scaler does not match its encoder")
+
+
+@register
+class MLPPredictor(LatencyPredictor):
+    """MLP ensemble on encoding + log analytic costs, predicting log-latency."""
+
+    kind = "mlp"
+    min_rows = 10
+
+    def __init__(self, hidden: int = 64, layers: int = 2, epochs: int = 500, weight_decay: float = 1e-3,
+                 seeds: int = 3, *, width_mult: float = 1.0, n_classes: int = 1000) -> None:
+        super().__init__(width_mult=width_mult, n_classes=n_classes)
+        if hidden < 1 or layers < 1 or epochs < 1 or seeds < 1:
+            raise InputError("MLP hidden, layers, epochs and seeds must be positive")
+        self.hidden, self.layers, self.epochs = int(hidden), int(layers), int(epochs)
+        self.weight_decay, self.seeds = float(weight_decay), int(seeds)
+        self.inputs = InputScaler(width_mult, n_classes)
+        self.models: list[Weights] = []
+        self.t_center, self.t_scale = 0.0, 1.0
+
+    def get_params(self) -> dict[str, Any]:
+        return {"hidden": self.hidden, "layers": self.layers, "epochs": self.epochs,
+                "weight_decay": self.weight_decay, "seeds": self.seeds}
+
+    def _fit(self, m: np.ndarray, y: np.ndarray) -> None:
+        x = self.inputs.fit(m)
+        t = np.log(y)
+        self.t_center, self.t_scale = float(t.mean()), float(max(t.std(), 1e-6))
+        self.models = train_mlp(x, (t - self.t_center) / self.t_scale, self.hidden, self.layers,
+                                self.epochs, weight_decay=self.weight_decay, seeds=self.seeds)
+
+    def _predict(self, m: np.ndarray) -> np.ndarray:
+        return self._predict_cached(m, FeatureCache(m))
+
+    def _predict_cached(self, m: np.ndarray, cache: FeatureCache) -> np.ndarray:
+        return np.exp(mlp_forward(self.models, self.inputs(m, cache)) * self.t_scale + self.t_center)
+
+    def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        state, arrays = self.inputs.state()
+        state.update(t_center=self.t_center, t_scale=self.t_scale)
+        return state, {**arrays, **pack_models(self.models, "mlp")}
+
+    def _load_state(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
+        self.inputs.load(state, arrays)
+        self.t_center, self.t_scale = float(state["t_center"]), float(state["t_scale"])
+        self.models = unpack_models(arrays, "mlp", self.seeds, self.layers + 1)

@@ -1,0 +1,111 @@
+"""`hwnas quickstart`: the whole pipeline on the embedded default, in one call.
+
+shipped supernet -> profile this machine's CPU on a real runtime -> fit its latency predictor ->
+accuracy table + predictor -> search the Pareto front under a latency budget -> measure the top
+candidates -> export the best with verification -> summary. Every stage resumes from what the
+run directory already holds, so a second call is fast.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from hwnas.errors import InputError
+
+__all__ = ["QuickstartSettings", "quickstart"]
+
+
+@dataclass(frozen=True)
+class QuickstartSettings:
+    run_dir: Path = Path("runs/quickstart")
+    device: str = "cpu-ort"
+    samples: int = 60  # subnets profiled for the latency predictor
+    accuracy_samples: int = 100  # subnets evaluated for the accuracy predictor
+    bn_images: int = 500  # training images for each subnet's BN recalibration
+    budget_ms: float | None = None  # default: 40% of the way from the fastest to the slowest profiled
+    top_k: int = 3
+    seed: int = 0
+    references: tuple[str, ...] = ("timm:mobilenetv3_small_100",)
+
+
+@dataclass
+class QuickstartResult:
+    settings: QuickstartSettings
+    budget_ms: float
+    stages: dict[str, float] = field(default_factory=dict)  # stage -> seconds
+    latency_report: dict[str, Any] = field(default_factory=dict)
+    search: Any = None
+    bundle: Path | None = None
+    bundle_meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _default_budget(run_dir: Path, device: str) -> float:
+    from hwnas.latency.store import read_measurements
+
+    ms = read_measurements(run_dir, device=device, kind="subnet")["corrected_ms"].to_numpy()
+    lo, hi = float(np.min(ms)), float(np.max(ms))
+    return round(lo + 0.4 * (hi - lo), 3)
+
+
+def quickstart(settings: QuickstartSettings = QuickstartSettings(),
+               log: Callable[[str], Any] = print, progress: Callable[..., Any] | None = None
+               ) -> QuickstartResult:
+    """Run every stage (skipping what the run already has); returns what each produced."""
+    from hwnas.export import default_bundle_dir, export_subnet, read_meta
+    from hwnas.latency.api import fit_from_run
+    from hwnas.latency.profiler import ProtocolSettings, profile
+    from hwnas.run import open_run
+    from hwnas.search import ensure_accuracy_predictor, run_search
+
+    s = settings
+    if s.samples < 10:
+        raise InputError(f"--samples must be at least 10 for a useful latency predictor, got {s.samples}")
+    run = open_run(s.run_dir)
+    clock: dict[str, float] = {}
+
+    def stage(name: str, fn: Callable[[], Any]) -> Any:
+        log(f"[{len(clock) + 1}/6] {name}")
+        t = time.perf_counter()
+        out = fn()
+        clock[name] = round(time.perf_counter() - t, 1)
+        return out
+
+    def profile_progress(dev: str, done: int, total: int, key: str) -> None:
+        if progress:
+            progress("profile", done=done, total=total, device=dev, key=key)
+
+    stage(f"profile {s.samples} subnets on {s.device}",
+          lambda: profile(run, [s.device], s.samples, references=s.references,
+                          protocol=ProtocolSettings(seed=s.seed), progress=profile_progress))
+    predictor_path = run.run_dir / "predictors" / f"latency-{s.device}.json"
+    report = stage("fit the latency predictor", lambda: fit_from_run(
+        run.run_dir, s.device, width_mult=run.space.width_mult, n_classes=run.n_classes,
+        seed=s.seed)[1] if not predictor_path.exists() else {"path": str(predictor_path), "reused": True})
+    stage(f"accuracy of {s.accuracy_samples} subnets (BN-recalibrated)",
+          lambda: ensure_accuracy_predictor(run, s.accuracy_samples, seed=s.seed, progress=progress,
+                                            bn_images=s.bn_images))
+    budget = s.budget_ms if s.budget_ms is not None else _default_budget(run.run_dir, s.device)
+    res = stage(f"search the Pareto front under {budget} ms, measure the top {s.top_k}",
+                lambda: run_search(run.run_dir, s.device, budget, algo="evolution", pareto=True,
+                                   top_k=s.top_k, seed=s.seed, accuracy_samples=s.accuracy_samples,
+                                   progress=progress))
+    out = QuickstartResult(s, budget, clock, report, res)
+    if not res.ok:
+        log(f"no subnet met the budget when measured: {res.message}")
+        return out
+    best = res.best[0]
+    existing = default_bundle_dir(run.run_dir, best["id"], s.device)
+
+    def export() -> Path:
+        if (existing / "model.json").exists() and read_meta(existing)["status"] == "verified":
+            return existing  # a rerun keeps the verified bundle it already made
+        return export_subnet(run.run_dir, best["id"], s.device)
+
+    bundle = stage(f"export subnet {best['id']} for {s.device} with verification", export)
+    out.bundle, out.bundle_meta = bundle, read_meta(bundle)
+    return out

@@ -1,0 +1,361 @@
+"""`run_search`: the library function behind ``hwnas search``.
+
+One call: load the run's predictors (building the accuracy table and predictor when missing),
+refuse impossible budgets, search, take the feasible Pareto front of everything scored, measure
+the best candidates on the real device (dropping and replacing any that break the budget), and
+write ``pareto.csv``, ``search.json`` and ``pareto.png`` into the run, each atomically.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from hwnas.errors import BudgetError, InputError
+from hwnas.fileio import atomic_path, atomic_write_json
+from hwnas.search.accuracy import (ACCURACY_PREDICTOR, build_accuracy_table, fit_accuracy_predictor,
+                                   load_accuracy_predictor, read_accuracy_table)
+from hwnas.search.evolution import EvolutionSettings, evolution_search
+from hwnas.search.nsga2 import NSGA2Settings, nsga2_search
+from hwnas.search.operators import unique_rows
+from hwnas.search.optuna_search import optuna_search
+from hwnas.search.pareto import front_mask, hypervolume
+from hwnas.search.problem import TOP1, Batch, Problem, SearchOutcome, load_latency_predictor, ms_key
+from hwnas.search.random_search import random_search
+from hwnas.search.verify import Measure, Verification, device_measure, verify_candidates
+from hwnas.space import FLAT_COLUMNS, Arch
+
+__all__ = ["ALGORITHMS", "SearchResult", "run_search", "ensure_accuracy_predictor"]
+
+ALGORITHMS = ("evolution", "nsga2", "optuna-nsga2", "optuna-tpe", "random")
+PARETO_CSV, SEARCH_JSON, PARETO_PNG = "pareto.csv", "search.json", "pareto.png"
+DEFAULT_JOURNAL = "optuna.journal"
+_DEFAULT_TRIALS = {"optuna-nsga2": 5000, "optuna-tpe": 300}
+
+Progress = Callable[..., Any]  # progress(event, **fields); events: accuracy, search, verify
+
+
+@dataclass
+class SearchResult:
+    """What `run_search` found. `best`: the winners, best first -- measured within budget when
+    verified, else predicted only (``verified`` False). `front`: the rows of pareto.csv."""
+
+    run_dir: Path
+    algo: str
+    devices: list[str]
+    budgets: dict[str, float]
+    best: list[dict[str, Any]]
+    front: Any  # pandas DataFrame
+    metrics: dict[str, Any]
+    verification: list[dict[str, Any]] = field(default_factory=list)
+    paths: dict[str, Path] = field(default_factory=dict)
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when at least one subnet is returned (measured within budget if verified)."""
+        return bool(self.best)
+
+
+def ensure_accuracy_predictor(run, n: int = 1000, *, seed: int = 0, progress: Progress | None = None,
+                              **table_kw: Any):
+    """The run's accuracy predictor; builds the accuracy table (n subnets) and fits it if missing."""
+    path = Path(run.run_dir) / ACCURACY_PREDICTOR
+    if path.exists():
+        return load_accuracy_predictor(run.run_dir)
+    if len(read_accuracy_table(run.run_dir)) < n:
+        build_accuracy_table(run, n, seed=seed, progress=progress, **table_kw)
+    if progress:
+        progress("fit-accuracy")
+    pred, _ = fit_accuracy_predictor(run, seed=seed)
+    return pred
+
+
+def _as_budgets(device: str | Sequence[str], latency_ms: float | Sequence[float]) -> dict[str, float]:
+    devices = [device] if isinstance(device, str) else list(device)
+    if not devices:
+        raise InputError("name a --device to search for")
+    if len(set(devices)) != len(devices):
+        raise InputError(f"a device is named twice: {devices}")
+    values = [latency_ms] * len(devices) if isinstance(latency_ms, (int, float)) else list(latency_ms)
+    if len(values) != len(devices):
+        raise InputError(f"give one --latency-ms for all devices or one per device; got {len(values)} "
+                         f"for {len(devices)} devices")
+    out = {}
+    for d, v in zip(devices, values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 and math.isfinite(v)):
+            raise InputError(f"--latency-ms must be a positive number of milliseconds, got {v!r}")
+        out[d] = float(v)
+    return out
+
+
+def _study_name(algo: str, problem: Problem) -> str:
+    """The default study: one per algorithm, budgets and objectives -- not per seed, so workers on
+    other machines (given other --seed values, so they explore differently) join the same study."""
+    parts = [algo, *(f"{d}-{b:g}ms" for d, b in problem.budgets.items()),
+             *(o.replace(":", "-") for o in problem.objectives if o != TOP1)]
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", "_".join(parts))
+
+
+def _run_algorithm(problem: Problem, algo: str, pareto: bool, *, run_dir: Path, seed: int, workers: int,
+                   storage: str | None, population: int | None, generations: int | None,
+                   n_trials: int | None, study_name: str | None, progress: Progress | None
+                   ) -> tuple[SearchOutcome, dict[str, Any]]:
+    if algo not in ALGORITHMS:
+        raise InputError(f"unknown search algorithm {algo!r}; use one of {', '.join(ALGORITHMS)}")
+    optuna_algo = algo.startswith("optuna-")
+    if not optuna_algo and (workers != 1 or storage is not None):
+        raise InputError(f"--workers and --storage apply to optuna-nsga2 / optuna-tpe; '{algo}' runs "
+                         "vectorised in one process")
+    settings: dict[str, Any] = {"algo": algo}
+    if algo == "evolution" and not pareto:
+        s = EvolutionSettings(population=population or 100, generations=generations or 500)
+        settings.update(s.as_dict())
+        return evolution_search(problem, s, seed, progress), settings
+    if algo in ("evolution", "nsga2"):
+        s2 = NSGA2Settings(population=population or 100, generations=generations or 500)
+        settings.update(s2.as_dict(), mode="nsga2" if algo == "nsga2" else "evolution --pareto: NSGA-II")
+        return nsga2_search(problem, s2, seed, progress), settings
+    if algo == "random":
+        n = n_trials or (population or 100) * ((generations or 500) + 1)
+        settings.update(samples=n)
+        return random_search(problem, n, seed), settings
+    spec = storage or str(run_dir / DEFAULT_JOURNAL)
+    name = study_name or _study_name(algo, problem)
+    n = n_trials or _DEFAULT_TRIALS[algo]
+    out = optuna_search(problem, algo.removeprefix("optuna-"), n, spec, name, workers=workers,
+                        population=population or 100, seed=seed, progress=progress)
+    settings.update({k: out.info[k] for k in ("sampler", "n_trials", "workers", "batch", "population",
+                                              "study_name", "storage")})
+    return out, settings
+
+
+def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: float | Sequence[float],
+               algo: str = "evolution", pareto: bool = False, workers: int = 1, storage: str | None = None,
+               top_k: int = 5, seed: int = 0, verify: bool = True, devices_file: str | Path | None = None,
+               progress: Progress | None = None, *, objectives: Sequence[str] | None = None,
+               max_macs: float | None = None, max_params: float | None = None,
+               population: int | None = None, generations: int | None = None, n_trials: int | None = None,
+               study_name: str | None = None, accuracy_samples: int = 1000, protocol=None,
+               measure: Measure | None = None, max_measure: int | None = None) -> SearchResult:
+    """Search the run's supernet for subnets meeting `latency_ms` on `device` (or one budget per
+    device in a list) and write pareto.csv, search.json and pareto.png into the run.
+
+    algo: "evolution" (Once-for-All's constrained finder; with `pareto`, the NSGA-II mode),
+    "nsga2" (vectorised NSGA-II), "optuna-nsga2" / "optuna-tpe" (Optuna samplers, `workers`
+    processes, `storage` URL or the run's journal file), "random" (baseline).
+    `objectives` beyond top-1 and the first device's latency: any of "ms:<device>", "macs", "params".
+    With `verify`, the `top_k` best candidates are measured on each device (`measure` replaces the
+    real device in tests) and any that breaks a budget is replaced by the next.
+    """
+    from hwnas.run import open_run
+
+    t0 = time.perf_counter()
+    run = open_run(run_dir, create=False)
+    run_dir = Path(run_dir)
+    budgets = _as_budgets(device, latency_ms)
+    devices = list(budgets)
+    if top_k < 1:
+        raise InputError(f"--top-k must be at least 1, got {top_k}")
+    latency = {d: load_latency_predictor(run_dir, d, run.space.width_mult) for d in devices}
+    accuracy = ensure_accuracy_predictor(run, accuracy_samples, seed=seed, progress=progress)
+    problem = Problem(run.space, accuracy, latency, budgets, objectives=tuple(objectives or ()),
+                      n_classes=run.n_classes, max_macs=max_macs, max_params=max_params)
+    fastest = problem.check_budgets()
+
+    t = time.perf_counter()
+    outcome, settings = _run_algorithm(problem, algo, pareto, run_dir=run_dir, seed=seed, workers=workers,
+                                       storage=storage, population=population, generations=generations,
+                                       n_trials=n_trials, study_name=study_name, progress=progress)
+    search_s, counters = time.perf_counter() - t, problem.counters()
+    feasible, table, on_front, cand = _candidates(problem, outcome.archive, pareto, top_k, fastest)
+
+    t = time.perf_counter()
+    ver = Verification()
+    if verify:
+        measure = measure or device_measure(run, devices_file, protocol, progress)
+        ver = verify_candidates(problem, table.take(np.array(cand)), top_k, measure, max_measure=max_measure)
+    verify_s = time.perf_counter() - t
+    chosen = [cand[i] for i in ver.accepted] if verify else cand[:top_k]
+    front = _frame(problem, table, on_front, {cand[i]: ms for i, ms in ver.measured.items()}, chosen,
+                   run.n_classes)
+    ref = problem.reference_point()
+    metrics = {
+        "hypervolume": hypervolume(problem.loss(table.take(np.flatnonzero(on_front))), ref),
+        "reference_point": ref.tolist(), "objectives": list(problem.objectives),
+        "front_size": int(on_front.sum()), "feasible_scored": int(len(feasible)),
+        "scored": int(len(outcome.archive)), **counters,
+        "wall_s": round(time.perf_counter() - t0, 3), "search_s": round(search_s, 3),
+        "verify_s": round(verify_s, 3), "fastest_predicted_ms": fastest, "tabulated_costs": problem.tabulated(),
+        "measured": ver.n_measured, "accepted": len(ver.accepted),
+        "first_try_within_budget": ver.first_try_share(top_k) if verify else None,
+        "best_top1_pred": float(feasible.cols[TOP1].max()),
+    }
+    ids = [a.id for a in problem.space.from_matrix(table.m[chosen])] if chosen else []
+    chosen_rows = front.set_index("id").loc[ids].reset_index()
+    best = [_best_entry(row, devices, verify) for _, row in chosen_rows.iterrows()]
+    paths = _write(run_dir, front, problem, devices, budgets, settings, metrics, best, ver, outcome,
+                   feasible, accuracy, storage, pareto, top_k, seed, verify)
+    return SearchResult(run_dir, algo, devices, budgets, best, front, metrics, ver.records, paths,
+                        _message(verify, top_k, len(ver.accepted), ver, budgets))
+
+
+def _candidates(problem: Problem, archive: Batch, pareto: bool, top_k: int, fastest: dict[str, float]
+                ) -> tuple[Batch, Batch, np.ndarray, list[int]]:
+    """(distinct feasible subnets scored; the rows kept for the report: the front plus the best
+    candidates; which of those are on the front; candidate positions in `table`, best first).
+
+    Candidates are the front's members (`pareto`) or every feasible subnet, by predicted top-1."""
+    uniq = archive.take(unique_rows(archive.m))
+    feasible = uniq.take(np.flatnonzero(uniq.feasible))
+    if not len(feasible):
+        raise BudgetError(f"the search found no subnet meeting {_budget_text(dict(problem.budgets))}; the "
+                          f"fastest predicted: {', '.join(f'{d} {ms:.4g} ms' for d, ms in fastest.items())}")
+    on_front = front_mask(problem.loss(feasible))
+    pool = np.flatnonzero(on_front) if pareto else np.arange(len(feasible))
+    order = pool[np.argsort(-feasible.cols[TOP1][pool], kind="stable")]
+    keep = np.union1d(np.flatnonzero(on_front), order[:max(3 * top_k, 50)])
+    pos = {int(k): i for i, k in enumerate(keep)}
+    return feasible, feasible.take(keep), on_front[keep], [pos[int(i)] for i in order if int(i) in pos]
+
+
+def _budget_text(budgets: dict[str, float]) -> str:
+    return ", ".join(f"{b:g} ms on {d}" for d, b in budgets.items())
+
+
+def _message(verify: bool, top_k: int, n_ok: int, ver: Verification, budgets: dict[str, float]) -> str:
+    if not verify:
+        return f"{top_k} best predicted subnets (not measured: verification was skipped)"
+    if n_ok == 0:
+        return (f"none of the {ver.n_measured} measured candidates met {_budget_text(budgets)} on the device: "
+                "the latency predictor underestimates there; profile more subnets and refit it, or "
+                "search with a lower --latency-ms")
+    if n_ok < top_k:
+        return (f"only {n_ok} of {top_k} subnets met {_budget_text(budgets)} when measured "
+                f"({ver.n_measured} measured)")
+    return f"{n_ok} subnets met {_budget_text(budgets)} when measured ({ver.n_measured} measured)"
+
+
+def _frame(problem: Problem, table: Batch, on_front: np.ndarray, measured: dict[int, dict[str, float]],
+           chosen: list[int], n_classes: int):
+    """The pareto.csv table: front rows plus the other candidates that were measured or chosen."""
+    import pandas as pd
+
+    from hwnas.supernet.stats import stats_frame
+
+    rows = np.union1d(np.flatnonzero(on_front), np.array(sorted(set(measured) | set(chosen)), dtype=int))
+    m = table.m[rows]
+    df = stats_frame(m, problem.space.width_mult, n_classes)
+    ids = [a.id for a in problem.space.from_matrix(m)]
+    first, *others = problem.devices
+    out = pd.DataFrame(m, columns=list(FLAT_COLUMNS))
+    out["id"] = ids
+    out["top1_pred"] = table.cols[TOP1][rows]
+    out["ms_pred"] = table.cols[ms_key(first)][rows]
+    for d in problem.devices:  # per-device columns too, so the file names its devices
+        out[f"ms_pred:{d}"] = table.cols[ms_key(d)][rows]
+    out["macs"], out["params"] = df["macs"].to_numpy(), df["params"].to_numpy()
+    out["measured_ms"] = [measured.get(int(i), {}).get(first, np.nan) for i in rows]
+    for d in problem.devices:
+        out[f"measured_ms:{d}"] = [measured.get(int(i), {}).get(d, np.nan) for i in rows]
+    out["verified"] = [int(i) in measured for i in rows]
+    within = np.ones(len(rows), bool)
+    for d in problem.devices:
+        meas = out["measured_ms" if d == first else f"measured_ms:{d}"].to_numpy()
+        pred = out["ms_pred" if d == first else f"ms_pred:{d}"].to_numpy()
+        within &= np.where(np.isnan(meas), pred, meas) <= problem.budgets[d]
+    out["within_budget"] = within
+    out["on_front"] = on_front[rows]
+    out["selected"] = [int(i) in set(chosen) for i in rows]
+    return out.sort_values(["ms_pred", "top1_pred"]).reset_index(drop=True)
+
+
+def _best_entry(row, devices: list[str], verify: bool) -> dict[str, Any]:
+    first, *others = devices
+    arch = Arch.from_row([int(row[c]) for c in FLAT_COLUMNS])
+    entry = {"id": row["id"], "arch": arch.to_ofa_dict(), "describe": arch.describe(),
+             "top1_pred": float(row["top1_pred"]), "ms_pred": {first: float(row["ms_pred"])},
+             "measured_ms": {first: _num(row["measured_ms"])}, "macs": int(row["macs"]),
+             "params": int(row["params"]), "verified": bool(verify and row["verified"]),
+             "within_budget": bool(row["within_budget"])}
+    for d in others:
+        entry["ms_pred"][d] = float(row[f"ms_pred:{d}"])
+        entry["measured_ms"][d] = _num(row[f"measured_ms:{d}"])
+    return entry
+
+
+def _num(v: Any) -> float | None:
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def _plain(obj: Any) -> Any:
+    """JSON-safe: numpy scalars to Python, non-finite floats to None, paths to strings."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (np.bool_, bool)):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def _versions() -> dict[str, str]:
+    import optuna
+
+    from hwnas import __version__ as hwnas_version
+
+    return {"hwnas": hwnas_version, "python": platform.python_version(), "numpy": np.__version__,
+            "optuna": optuna.__version__}
+
+
+def _write(run_dir: Path, front, problem: Problem, devices: list[str], budgets: dict[str, float],
+           settings: dict[str, Any], metrics: dict[str, Any], best: list[dict[str, Any]], ver: Verification,
+           outcome: SearchOutcome, feasible: Batch, accuracy, storage: str | None, pareto: bool, top_k: int,
+           seed: int, verify: bool) -> dict[str, Path]:
+    from hwnas.search.optuna_search import describe_storage
+    from hwnas.search.plot import plot_front, reference_models
+
+    paths = {"pareto_csv": run_dir / PARETO_CSV, "search_json": run_dir / SEARCH_JSON,
+             "pareto_png": run_dir / PARETO_PNG}
+    with atomic_path(paths["pareto_csv"], suffix=".csv") as tmp:
+        front.to_csv(tmp, index=False)
+    first = devices[0]
+    step = max(1, len(feasible) // 5000)
+    explored = (feasible.cols[ms_key(first)][::step], feasible.cols[TOP1][::step]) \
+        if ms_key(first) in feasible.cols else None
+    plot_front(paths["pareto_png"], front[front["on_front"] | front["verified"]], device=first,
+               budget_ms=budgets[first], explored=explored, references=reference_models(run_dir, first),
+               title=f"{settings.get('mode', settings['algo'])}: accuracy vs latency on {first}")
+    doc = {
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "settings": {**settings, "devices": devices, "budgets_ms": budgets, "pareto": pareto,
+                     "top_k": top_k, "seed": seed, "verify": verify,
+                     "objectives": list(problem.objectives), "max_macs": problem.max_macs,
+                     "max_params": problem.max_params,
+                     "storage": describe_storage(storage) if storage else settings.get("storage")},
+        "metrics": metrics,
+        "accuracy_predictor": {"kind": getattr(accuracy, "kind", type(accuracy).__name__),
+                               "metrics": getattr(accuracy, "meta", {}).get("metrics")},
+        "best": best,
+        "verification": ver.records,
+        "info": {k: v for k, v in outcome.info.items() if k not in settings},
+        "versions": _versions(),
+        "files": {k: p.name for k, p in paths.items()},
+    }
+    atomic_write_json(paths["search_json"], _plain(doc))
+    return paths

@@ -1,0 +1,121 @@
+"""Vectorised genetic operators on the flat int matrix (rows ``r, ks_0..ks_19, e_0..e_19, d_0..d_4``).
+
+`SearchSpace.mutate`/`crossover` build one `Arch` at a time; a search scores ~50,000 archs, so here
+the same operators work on whole [n, 46] matrices with numpy. Every result is in canonical form
+(unused slots hold the filler 3, exactly what `Arch` normalises to), so equal networks are equal
+rows and `unique_rows` deduplicates them.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from hwnas.space import MAX_DEPTH, N_SLOTS, N_STAGES, PAD_E, PAD_KS, SearchSpace
+
+__all__ = ["R", "KS", "E", "D", "used_mask", "canonical", "random_genes", "mutate", "crossover",
+           "sample_graded",
+           "sample_mixed", "unique_rows"]
+
+R = slice(0, 1)
+KS = slice(1, 1 + N_SLOTS)
+E = slice(1 + N_SLOTS, 1 + 2 * N_SLOTS)
+D = slice(1 + 2 * N_SLOTS, 1 + 2 * N_SLOTS + N_STAGES)
+
+_USED = np.array([[j < d for j in range(MAX_DEPTH)] for d in range(MAX_DEPTH + 1)])
+
+
+def used_mask(m: np.ndarray) -> np.ndarray:
+    """bool [n, 20]: which slots each row's depths use."""
+    return _USED[m[:, D]].reshape(len(m), N_SLOTS)
+
+
+def canonical(m: np.ndarray) -> np.ndarray:
+    """Put the filler into unused slots, in place; returns `m`."""
+    unused = ~used_mask(m)
+    m[:, KS][unused] = PAD_KS
+    m[:, E][unused] = PAD_E
+    return m
+
+
+@functools.lru_cache(maxsize=16)
+def _gene_table(space: SearchSpace) -> tuple[np.ndarray, np.ndarray]:
+    """(choices of each of the 46 columns, padded [46, max]; how many each has)."""
+    cols = ([space.r_choices] + [space.ks_choices] * N_SLOTS + [space.e_choices] * N_SLOTS
+            + [space.d_choices] * N_STAGES)
+    width = max(len(c) for c in cols)
+    table = np.zeros((len(cols), width), dtype=np.int32)
+    for i, c in enumerate(cols):
+        table[i, :len(c)] = c
+    return table, np.array([len(c) for c in cols])
+
+
+def random_genes(space: SearchSpace, n: int, rng: np.random.Generator) -> np.ndarray:
+    """[n, 46] values drawn uniformly per column from its choices (not canonical: raw material
+    for operators; depths and slots are drawn independently)."""
+    table, counts = _gene_table(space)
+    idx = rng.integers(0, 1 << 30, size=(n, len(counts))) % counts
+    return table[np.arange(len(counts)), idx]
+
+
+def mutate(space: SearchSpace, m: np.ndarray, rng: np.random.Generator, prob: float = 0.1) -> np.ndarray:
+    """Once-for-All's mutation, row-wise: each depth, used slot's kernel and expand, and the
+    resolution is redrawn with probability `prob`; slots a new depth brings into use are random."""
+    m = np.asarray(m, dtype=np.int32)
+    fresh_vals = random_genes(space, len(m), rng)
+    redraw = rng.random(m.shape) < prob
+    new_d = np.where(redraw[:, D], fresh_vals[:, D], m[:, D])
+    brought_in = _USED[new_d].reshape(len(m), N_SLOTS) & ~used_mask(m)
+    redraw[:, KS] |= brought_in
+    redraw[:, E] |= brought_in
+    return canonical(np.where(redraw, fresh_vals, m))
+
+
+def crossover(space: SearchSpace, a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Uniform crossover gene by gene. A slot the child uses takes its kernel (and, drawn apart,
+    its expand) from a parent that uses it; a slot neither parent uses is drawn at random."""
+    a, b = np.asarray(a, dtype=np.int32), np.asarray(b, dtype=np.int32)
+    from_b = rng.random(a.shape) < 0.5
+    child = np.where(from_b, b, a)
+    other = np.where(from_b, a, b)
+    fresh_vals = random_genes(space, len(a), rng)
+    used_a, used_b = used_mask(a), used_mask(b)
+    for cols in (KS, E):
+        pick_b = from_b[:, cols]
+        mine_used = np.where(pick_b, used_b, used_a)
+        other_used = np.where(pick_b, used_a, used_b)
+        child[:, cols] = np.where(mine_used, child[:, cols],
+                                  np.where(other_used, other[:, cols], fresh_vals[:, cols]))
+    return canonical(child)
+
+
+def sample_graded(space: SearchSpace, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Archs from smallest to largest: each row draws a level t in [0, 1] and every gene picks its
+    choice index from Binomial(len(choices) - 1, t). Reaches the tails (tiny and huge networks)
+    that a uniform sample, bunched in the middle, never does; tight budgets live there."""
+    t = rng.random((n, 1))
+
+    def genes(choices: tuple[int, ...], width: int) -> np.ndarray:
+        idx = rng.binomial(len(choices) - 1, np.broadcast_to(t, (n, width)))
+        return np.asarray(choices, dtype=np.int32)[idx]
+
+    m = np.concatenate([genes(space.r_choices, 1), genes(space.ks_choices, N_SLOTS),
+                        genes(space.e_choices, N_SLOTS), genes(space.d_choices, N_STAGES)], axis=1)
+    return canonical(m)
+
+
+def sample_mixed(space: SearchSpace, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Half uniform over networks (`SearchSpace.sample_matrix`), half graded; shuffled."""
+    half = n // 2
+    m = np.concatenate([space.sample_matrix(n - half, rng), sample_graded(space, half, rng)])
+    return m[rng.permutation(n)]
+
+
+def unique_rows(m: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each distinct row, in their original order."""
+    if len(m) == 0:
+        return np.zeros(0, dtype=np.int64)
+    rows = np.ascontiguousarray(m).view(np.dtype((np.void, m.dtype.itemsize * m.shape[1]))).ravel()
+    _, first = np.unique(rows, return_index=True)
+    return np.sort(first)

@@ -1,0 +1,74 @@
+"""`pareto.png`: the predicted front, the budget, what the device measured, and reference models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from hwnas.fileio import atomic_path
+
+__all__ = ["plot_front", "reference_models"]
+
+
+def plot_front(path: str | Path, front, *, device: str, budget_ms: float, explored=None,
+               references: Sequence[tuple[str, float]] = (), title: str = "") -> Path:
+    """Write the plot atomically. `front`: DataFrame with ms_pred, top1_pred and, where measured,
+    measured_ms; `explored`: optional (ms, top1) arrays of every scored feasible subnet;
+    `references`: (name, measured ms) of reference models on the device (their accuracy on this
+    task is unknown, so they are marked on the latency axis)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 5), dpi=120)
+    try:
+        if explored is not None and len(explored[0]):
+            ax.scatter(explored[0], explored[1], s=4, c="0.8", lw=0, label="explored (predicted)",
+                       rasterized=True)
+        f = front.sort_values("ms_pred")
+        ax.plot(f["ms_pred"], f["top1_pred"], "-o", ms=3.5, color="tab:blue", label="Pareto front (predicted)")
+        done = f[f["measured_ms"].notna()] if "measured_ms" in f else f.iloc[:0]
+        if len(done):
+            ok = done["within_budget"].astype(bool).to_numpy()
+            for x0, x1, y in zip(done["ms_pred"], done["measured_ms"], done["top1_pred"]):
+                ax.annotate("", xy=(x1, y), xytext=(x0, y),
+                            arrowprops={"arrowstyle": "->", "color": "0.4", "lw": 0.8})
+            ax.scatter(done["ms_pred"], done["top1_pred"], s=60, facecolors="none", edgecolors="k",
+                       zorder=3, label="verified: predicted")
+            ax.scatter(done["measured_ms"][ok], done["top1_pred"][ok], s=40, c="tab:green", zorder=4,
+                       label="verified: measured, within budget")
+            if (~ok).any():
+                ax.scatter(done["measured_ms"][~ok], done["top1_pred"][~ok], s=50, c="tab:red",
+                           marker="x", zorder=4, label="verified: measured, over budget (dropped)")
+        ax.axvline(budget_ms, color="tab:red", ls="--", lw=1.2, label=f"budget {budget_ms:.4g} ms")
+        for i, (name, ms) in enumerate(references):
+            ax.axvline(ms, color="tab:purple", ls=":", lw=1)
+            ax.text(ms, 1.0 - 0.05 * (i % 4), f" {name}", transform=ax.get_xaxis_transform(),
+                    fontsize=7, color="tab:purple", va="top", rotation=0)
+        if references:
+            ax.plot([], [], color="tab:purple", ls=":", label="reference models (measured ms)")
+        ax.set_xlabel(f"latency on {device} (ms)")
+        ax.set_ylabel("top-1 (%), predicted")
+        ax.set_title(title or f"accuracy vs latency on {device}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+        fig.tight_layout()
+        with atomic_path(path, suffix=".png") as tmp:
+            fig.savefig(tmp, format="png")
+    finally:
+        plt.close(fig)
+    return Path(path)
+
+
+def reference_models(run_dir: str | Path, device: str) -> list[tuple[str, float]]:
+    """(name, corrected ms) of the reference models measured on `device` in the run's store."""
+    from hwnas.latency.store import read_measurements
+
+    df = read_measurements(run_dir, device=device, kind="model")
+    if df.empty:
+        return []
+    return [(str(k).removeprefix("timm:"), float(ms)) for k, ms in zip(df["key"], df["corrected_ms"])
+            if np.isfinite(ms)]

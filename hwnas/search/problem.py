@@ -1,0 +1,371 @@
+"""The search problem: objectives and constraints over subnets, scored in batches.
+
+A `Problem` owns the predictors (accuracy, latency per device) and turns an int matrix of subnets
+into named columns -- ``top1``, ``ms:<device>``, ``macs``, ``params`` -- plus a constraint
+violation (0 = every budget met). Searches only ever call it with whole batches and it counts the
+archs it scored, so algorithms can be compared at equal predictor calls.
+
+Additive cost models (lookup tables, linear analytic predictors, MACs, params) are replaced by an
+exact dense table (`hwnas.search.tabulate`) when the check passes; the table also gives the exact
+fastest subnet, which is what an impossible budget is reported against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from hwnas.errors import BudgetError, HwnasError, InputError
+from hwnas.search.operators import canonical, mutate, sample_graded, sample_mixed
+from hwnas.search.tabulate import AdditiveTable, tabulate
+from hwnas.space import MAX_DEPTH, N_SLOTS, N_STAGES, SearchSpace
+
+__all__ = ["PredictorMissing", "Predictor", "Batch", "Problem", "SearchOutcome", "feasible_sample",
+           "latency_predictor_path", "load_latency_predictor", "TOP1", "ms_key"]
+
+TOP1 = "top1"
+
+
+class PredictorMissing(HwnasError):
+    """A predictor the search needs has not been made yet."""
+
+
+class Predictor(Protocol):
+    def predict(self, archs: Any) -> np.ndarray: ...
+
+
+def ms_key(device: str) -> str:
+    return f"ms:{device}"
+
+
+def latency_predictor_path(run_dir: str | Path, device: str) -> Path:
+    return Path(run_dir) / "predictors" / f"latency-{device}.json"
+
+
+def load_latency_predictor(run_dir: str | Path, device: str, width_mult: float | None = None) -> Predictor:
+    """The device's latency predictor of the run, or a one-line error naming the command."""
+    path = latency_predictor_path(run_dir, device)
+    if not path.exists():
+        raise PredictorMissing(f"no latency predictor for device '{device}' in {run_dir}: make it with "
+                               f"`hwnas latency fit --run {run_dir} --device {device}`")
+    from hwnas.latency import load_predictor
+
+    pred = load_predictor(path)
+    w = getattr(getattr(pred, "meta", None), "width_mult", None)
+    if width_mult is not None and w is not None and float(w) != float(width_mult):
+        raise InputError(f"{path} was fitted for width multiplier {w}, but the run's space has "
+                         f"{width_mult}; refit it with `hwnas latency fit --run {run_dir} --device {device}`")
+    return pred
+
+
+@dataclass
+class Batch:
+    """Scored subnets: canonical rows, named columns, constraint violation (0 = feasible)."""
+
+    m: np.ndarray
+    cols: dict[str, np.ndarray]
+    violation: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.m)
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return self.violation <= 0
+
+    def take(self, idx: np.ndarray) -> Batch:
+        return Batch(self.m[idx], {k: v[idx] for k, v in self.cols.items()}, self.violation[idx])
+
+    @staticmethod
+    def concat(batches: Sequence[Batch]) -> Batch:
+        batches = [b for b in batches if len(b)]
+        if not batches:
+            return Batch(np.zeros((0, 46), np.int32), {}, np.zeros(0))
+        keys = set(batches[0].cols).intersection(*(b.cols for b in batches[1:]))
+        return Batch(np.concatenate([b.m for b in batches]),
+                     {k: np.concatenate([b.cols[k] for b in batches]) for k in sorted(keys)},
+                     np.concatenate([b.violation for b in batches]))
+
+
+@dataclass
+class _Cost:
+    """One cost column: the model, and its exact table when it is additive."""
+
+    fn: Callable[[np.ndarray], np.ndarray]
+    table: AdditiveTable | None = None
+
+    def __call__(self, m: np.ndarray) -> np.ndarray:
+        return self.table.predict(m) if self.table is not None else np.asarray(self.fn(m), np.float64)
+
+
+@dataclass
+class Problem:
+    """Maximise predicted top-1 and minimise the other `objectives` (``ms:<device>``, ``macs``,
+    ``params``) subject to ``ms:<device> <= budgets[device]`` and optional MACs/params limits."""
+
+    space: SearchSpace
+    accuracy: Predictor
+    latency: Mapping[str, Predictor]
+    budgets: Mapping[str, float]
+    objectives: tuple[str, ...] = ()
+    n_classes: int = 1000
+    max_macs: float | None = None
+    max_params: float | None = None
+    use_tables: bool = True
+    memo: bool = True
+    acc_calls: int = 0
+    acc_batches: int = 0
+    acc_computed: int = 0
+    cost_calls: int = 0
+    cost_batches: int = 0
+    _costs: dict[str, _Cost] = field(default_factory=dict, repr=False)
+    _top1: dict[bytes, float] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.latency:
+            raise InputError("name at least one device to search for")
+        unknown = set(self.budgets) - set(self.latency)
+        if unknown:
+            raise InputError(f"budget for device(s) {sorted(unknown)} without a latency predictor")
+        for dev, ms in self.budgets.items():
+            if not (isinstance(ms, (int, float)) and ms > 0 and np.isfinite(ms)):
+                raise InputError(f"the latency budget for '{dev}' must be a positive number of ms, got {ms!r}")
+        if not self.objectives:
+            self.objectives = (TOP1, ms_key(next(iter(self.latency))))
+        allowed = {TOP1, "macs", "params", *(ms_key(d) for d in self.latency)}
+        bad = [o for o in self.objectives if o not in allowed]
+        if bad or TOP1 not in self.objectives:
+            raise InputError(f"objectives must include top1 and come from {sorted(allowed)}; got "
+                             f"{list(self.objectives)}")
+        self._build_costs()
+
+    def _build_costs(self) -> None:
+        self._costs = {ms_key(dev): self._make_cost(pred.predict) for dev, pred in self.latency.items()}
+        if "macs" in self.objectives or self.max_macs is not None:
+            self._costs["macs"] = self._make_cost(lambda m: self._stats(m, "macs"))
+        if "params" in self.objectives or self.max_params is not None:
+            self._costs["params"] = self._make_cost(lambda m: self._stats(m, "params"))
+
+    # worker processes get the problem by pickling (in memory, never on disk): the tables hold
+    # closures, so they are rebuilt there rather than sent
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_costs": {}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._build_costs()
+
+    # -- cost models ---------------------------------------------------------------------------
+    def _stats(self, m: np.ndarray, what: str) -> np.ndarray:
+        from hwnas.supernet.stats import stats_frame
+
+        return stats_frame(np.asarray(m), self.space.width_mult, self.n_classes)[what].to_numpy(np.float64)
+
+    def _make_cost(self, fn: Callable[[np.ndarray], np.ndarray]) -> _Cost:
+        return _Cost(fn, tabulate(fn, self.space) if self.use_tables else None)
+
+    def tabulated(self) -> dict[str, bool]:
+        """Which cost columns run from an exact table (else the model is called directly)."""
+        return {k: c.table is not None for k, c in self._costs.items()}
+
+    @property
+    def devices(self) -> list[str]:
+        return list(self.latency)
+
+    @property
+    def limits(self) -> dict[str, float]:
+        out = {ms_key(d): float(v) for d, v in self.budgets.items()}
+        if self.max_macs is not None:
+            out["macs"] = float(self.max_macs)
+        if self.max_params is not None:
+            out["params"] = float(self.max_params)
+        return out
+
+    # -- scoring -------------------------------------------------------------------------------
+    def costs(self, m: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Cost columns and constraint violation (sum of relative excesses) of rows `m`."""
+        cols = {k: c(m) for k, c in self._costs.items()}
+        violation = np.zeros(len(m))
+        for key, limit in self.limits.items():
+            violation += np.maximum(cols[key] / limit - 1.0, 0.0)
+        self.cost_calls += len(m)
+        self.cost_batches += 1
+        return cols, violation
+
+    def top1(self, m: np.ndarray) -> np.ndarray:
+        """Predicted top-1 of rows `m`, memoised by network: an evolutionary search keeps
+        re-breeding the networks it already has (about two thirds of OFA's 50,000 children are
+        repeats), and the accuracy MLP is most of a search's time. Counts every row asked for
+        (`acc_calls`) and those actually run through the predictor (`acc_computed`)."""
+        self.acc_calls += len(m)
+        self.acc_batches += 1
+        if not self.memo:
+            self.acc_computed += len(m)
+            return np.asarray(self.accuracy.predict(m), dtype=np.float64)
+        rows = np.ascontiguousarray(m, dtype=np.int32)
+        keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel().tolist()
+        memo = self._top1
+        if len(memo) > 2_000_000:  # bound the memory of very long searches
+            memo.clear()
+        missing = {k: i for i, k in enumerate(keys) if k not in memo}
+        if missing:
+            idx = np.fromiter(missing.values(), dtype=np.int64, count=len(missing))
+            memo.update(zip(missing, np.asarray(self.accuracy.predict(rows[idx]), dtype=np.float64).tolist()))
+            self.acc_computed += len(idx)
+        return np.fromiter((memo[k] for k in keys), dtype=np.float64, count=len(keys))
+
+    def evaluate(self, m: np.ndarray) -> Batch:
+        m = np.asarray(m, dtype=np.int32)
+        cols, violation = self.costs(m)
+        cols[TOP1] = self.top1(m)
+        return Batch(m, cols, violation)
+
+    def with_top1(self, m: np.ndarray, cols: dict[str, np.ndarray], violation: np.ndarray) -> Batch:
+        """A batch whose costs are already known (constraint-first searches score accuracy last)."""
+        return Batch(m, {**cols, TOP1: self.top1(m)}, violation)
+
+    def loss(self, batch: Batch) -> np.ndarray:
+        """[n, len(objectives)], every objective minimised (top-1 negated)."""
+        return np.stack([-batch.cols[o] if o == TOP1 else batch.cols[o] for o in self.objectives], axis=1)
+
+    def reference_point(self) -> np.ndarray:
+        """A fixed hypervolume reference: top-1 0 %, each budget or limit, else 1.1 x the largest
+        subnet's cost. Depends only on the problem, so fronts of different searches compare."""
+        limits = self.limits
+        biggest = None
+        ref = []
+        for o in self.objectives:
+            if o == TOP1:
+                ref.append(0.0)
+            elif o in limits:
+                ref.append(limits[o])
+            else:
+                if biggest is None:
+                    biggest = {k: float(c(self.space.to_matrix([self.space.max_arch()]))[0])
+                               for k, c in self._costs.items()}
+                ref.append(1.1 * biggest[o])
+        return np.asarray(ref, dtype=np.float64)
+
+    # -- budgets -------------------------------------------------------------------------------
+    def fastest(self, device: str, n_probe: int = 4096, seed: int = 0) -> tuple[float, np.ndarray]:
+        """(predicted ms, row) of the fastest subnet on `device`: exact for a tabulated predictor,
+        else the best of every resolution's minimum subnet and a graded small-to-large sample."""
+        cost = self._costs[ms_key(device)]
+        if cost.table is not None:
+            row = _table_argmin(cost.table)
+        else:
+            cand = np.concatenate([
+                self.space.to_matrix([self.space.min_arch(r) for r in self.space.r_choices]),
+                sample_graded(self.space, n_probe, np.random.default_rng(seed))])
+            row = cand[int(np.argmin(cost(cand)))]
+        return float(cost(row[None])[0]), row
+
+    def check_budgets(self) -> dict[str, float]:
+        """Raise a one-line BudgetError when a budget is below the fastest subnet's latency;
+        returns each device's fastest predicted latency."""
+        from hwnas.space import Arch
+
+        fastest = {}
+        for dev, budget in self.budgets.items():
+            ms, row = self.fastest(dev)
+            fastest[dev] = ms
+            if ms > budget:
+                arch = Arch.from_row(row.tolist(), self.space.width_mult)
+                raise BudgetError(f"no subnet meets {budget:g} ms on '{dev}': the fastest one ({arch.id}, "
+                                  f"{arch.describe()}) is predicted at {ms:.4g} ms; ask for at least "
+                                  f"{ms:.4g} ms")
+        return fastest
+
+    def reset(self) -> None:
+        """Zero the counters and forget memoised predictions (to time or count a fresh search)."""
+        self.acc_calls = self.acc_batches = self.acc_computed = self.cost_calls = self.cost_batches = 0
+        self._top1.clear()
+
+    def counters(self) -> dict[str, int]:
+        return {"predictor_calls": self.acc_calls, "accuracy_batches": self.acc_batches,
+                "predictor_computed": self.acc_computed, "cost_calls": self.cost_calls,
+                "cost_batches": self.cost_batches}
+
+
+def _table_argmin(table: AdditiveTable) -> np.ndarray:
+    """The row minimising an additive table, exactly: per resolution, each always-used slot at
+    its cheapest (k, e), each stage at the depth whose optional slots add least."""
+    space = table.space
+    d0 = min(space.d_choices)
+    best_cost, best_row = np.inf, None
+    ks, es = np.asarray(space.ks_choices), np.asarray(space.e_choices)
+    for ri, r in enumerate(space.r_choices):
+        flat = table.block[ri].reshape(N_SLOTS, -1)
+        arg = flat.argmin(axis=1)
+        low = flat.min(axis=1)
+        row = np.zeros(1 + 2 * N_SLOTS + N_STAGES, dtype=np.int32)
+        row[0] = r
+        row[1:1 + N_SLOTS] = ks[arg // len(es)]
+        row[1 + N_SLOTS:1 + 2 * N_SLOTS] = es[arg % len(es)]
+        total = table.fixed[ri]
+        for s in range(N_STAGES):
+            slots = low[s * MAX_DEPTH:(s + 1) * MAX_DEPTH]
+            options = {d: slots[:d0].sum() + slots[d0:d].sum() for d in space.d_choices}
+            d = min(options, key=options.get)
+            row[1 + 2 * N_SLOTS + s] = d
+            total += options[d]
+        if total < best_cost:
+            best_cost, best_row = total, row
+    return canonical(best_row[None].copy())[0]
+
+
+@dataclass
+class SearchOutcome:
+    """What a search algorithm hands back: every subnet it scored (its archive), the best-so-far
+    history, and algorithm facts for the report."""
+
+    archive: Batch
+    history: list[float] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def feasible_sample(problem: Problem, n: int, rng: np.random.Generator, max_rounds: int = 50
+                    ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """`n` subnets meeting every constraint (costs scored in batches, invalid ones redrawn).
+
+    Draws half uniform, half graded small-to-large, so tight budgets are found too; when sampling
+    finds fewer than `n`, the found ones (or the fastest subnet) are mutated to fill up."""
+    rows, cols, viols = [], [], []
+    have = 0
+    for _ in range(max_rounds):
+        m = sample_mixed(problem.space, max(4 * n, 64), rng)
+        c, v = problem.costs(m)
+        ok = v <= 0
+        if ok.any():
+            rows.append(m[ok])
+            cols.append({k: x[ok] for k, x in c.items()})
+            viols.append(v[ok])
+            have += int(ok.sum())
+        if have >= n:
+            break
+    if have == 0:
+        seeds = np.stack([problem.fastest(d)[1] for d in problem.devices])
+        c, v = problem.costs(seeds)
+        if not (v <= 0).any():
+            raise BudgetError("no subnet found that meets all budgets together "
+                              f"({', '.join(f'{d}: {b:g} ms' for d, b in problem.budgets.items())}); "
+                              "relax one of them")
+        ok = v <= 0
+        rows, cols, viols, have = [seeds[ok]], [{k: x[ok] for k, x in c.items()}], [v[ok]], int(ok.sum())
+    pool = np.concatenate(rows)
+    pool_cols = {k: np.concatenate([c[k] for c in cols]) for k in cols[0]}
+    pool_v = np.concatenate(viols)
+    for _ in range(max_rounds):
+        if len(pool) >= n:
+            break
+        m = mutate(problem.space, pool[rng.integers(len(pool), size=n)], rng, prob=0.3)
+        c, v = problem.costs(m)
+        ok = v <= 0
+        pool = np.concatenate([pool, m[ok]])
+        pool_cols = {k: np.concatenate([pool_cols[k], c[k][ok]]) for k in pool_cols}
+        pool_v = np.concatenate([pool_v, v[ok]])
+    idx = np.arange(len(pool))[:n] if len(pool) >= n else rng.integers(len(pool), size=n)
+    return pool[idx], {k: x[idx] for k, x in pool_cols.items()}, pool_v[idx]

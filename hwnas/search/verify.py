@@ -1,0 +1,96 @@
+"""Check search winners on the real device: predicted latency is a promise, measurement decides.
+
+Candidates are measured best-first. One that breaks a budget when measured is dropped and the next
+is measured instead, so a returned subnet has always met the budget on the device. Replacements
+are chosen with what was learned: if the predictor has underestimated by up to x%, candidates
+whose prediction plus x% breaks the budget are passed over (unless nothing else is left), so a
+predictor that runs low near the budget does not cost a measurement per candidate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from hwnas.search.problem import Batch, Problem, ms_key
+from hwnas.space import Arch
+
+__all__ = ["Measure", "Verification", "verify_candidates", "device_measure"]
+
+Measure = Callable[[str, Sequence[Arch]], np.ndarray]  # (device, archs) -> measured ms
+
+
+@dataclass
+class Verification:
+    """`records`: one per measured candidate and device; `accepted`: candidate positions (in the
+    order given) that met every budget, best first."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)
+    measured: dict[int, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def n_measured(self) -> int:
+        return len(self.measured)
+
+    def first_try_share(self, k: int) -> float | None:
+        """Share of the first `k` candidates measured that met the budget (the predictor's own
+        constraint satisfaction, before replacements)."""
+        first = sorted(self.measured)[:k]
+        if not first:
+            return None
+        return sum(i in self.accepted for i in first) / len(first)
+
+
+def device_measure(run, devices_file=None, protocol=None, progress: Callable[..., Any] | None = None
+                   ) -> Measure:
+    """Measure with the device's backend into the run's store (`measure_subnets`); the store keeps
+    what was measured, so re-verifying the same subnet is free."""
+    from hwnas.latency.profiler import ProtocolSettings, measure_subnets
+
+    def measure(device: str, archs: Sequence[Arch]) -> np.ndarray:
+        def cb(dev: str, done: int, total: int, key: str) -> None:
+            if progress:
+                progress("verify", device=dev, done=done, total=total, key=key)
+
+        df = measure_subnets(run, device, list(archs), devices_file=devices_file,
+                             protocol=protocol or ProtocolSettings(), progress=cb)
+        return df["corrected_ms"].to_numpy(dtype=np.float64)
+
+    return measure
+
+
+def verify_candidates(problem: Problem, candidates: Batch, top_k: int, measure: Measure, *,
+                      max_measure: int | None = None) -> Verification:
+    """Measure candidates (best first) on every budgeted device until `top_k` meet all budgets,
+    the candidates run out, or `max_measure` (default 3 * top_k) have been measured."""
+    out = Verification()
+    max_measure = max_measure or 3 * top_k
+    devices = list(problem.budgets)
+    archs = problem.space.from_matrix(candidates.m)
+    pred = {d: candidates.cols[ms_key(d)] for d in devices}
+    ratio = {d: 1.0 for d in devices}  # worst measured / predicted seen so far (>= 1)
+    left = list(range(len(candidates)))
+    while len(out.accepted) < top_k and left and out.n_measured < max_measure:
+        want = min(top_k - len(out.accepted), max_measure - out.n_measured)
+        plausible = [i for i in left
+                     if all(pred[d][i] * ratio[d] <= problem.budgets[d] for d in devices)]
+        picks = (plausible or left)[:want]
+        left = [i for i in left if i not in picks]
+        got = {d: measure(d, [archs[i] for i in picks]) for d in devices}
+        for j, i in enumerate(picks):
+            ms = {d: float(got[d][j]) for d in devices}
+            ok = all(ms[d] <= problem.budgets[d] for d in devices)
+            out.measured[i] = ms
+            if ok:
+                out.accepted.append(i)
+            for d in devices:
+                ratio[d] = max(ratio[d], ms[d] / pred[d][i])
+                out.records.append({"id": archs[i].id, "device": d, "predicted_ms": float(pred[d][i]),
+                                    "measured_ms": ms[d], "budget_ms": float(problem.budgets[d]),
+                                    "error_pct": 100.0 * (ms[d] / pred[d][i] - 1.0),
+                                    "within_budget": ms[d] <= problem.budgets[d], "accepted": ok})
+    out.accepted.sort()
+    return out

@@ -1,0 +1,48 @@
+"""Tiny stand-in predictors for search tests (module-level, so worker processes can unpickle them).
+
+They are exact functions of the architecture, so tests can tell what the right answer is."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hwnas.space import SearchSpace
+
+N_CLASSES = 10
+
+
+def macs_of(archs, width_mult: float = 1.0) -> np.ndarray:
+    from hwnas.supernet.stats import stats_frame
+
+    m = SearchSpace.to_matrix(archs)
+    return stats_frame(m, width_mult, N_CLASSES)["macs"].to_numpy(np.float64)
+
+
+class MacsLatency:
+    """ms = a + b * MMACs: additive per block, like a lookup table."""
+
+    def __init__(self, a: float = 0.2, per_mmac: float = 0.05):
+        self.a, self.per_mmac = a, per_mmac
+
+    def predict(self, archs) -> np.ndarray:
+        return self.a + self.per_mmac * macs_of(archs) / 1e6
+
+
+class LogLatency(MacsLatency):
+    """Not additive: forces the search to call the model itself."""
+
+    def predict(self, archs) -> np.ndarray:
+        return np.log1p(super().predict(archs)) * 3.0
+
+
+class SynthAccuracy:
+    """Saturating in MACs plus a bonus for wide expand ratios in used slots: bigger is better but
+    not only MACs count, so the best subnet under a budget is not simply the largest."""
+
+    def predict(self, archs) -> np.ndarray:
+        m = SearchSpace.to_matrix(archs)
+        macs = macs_of(m) / 1e6
+        d = m[:, 41:46]
+        used = np.repeat(d, 4, axis=1) > np.tile(np.arange(4), 5)
+        wide = ((m[:, 21:41] == 6) & used).sum(axis=1) / np.maximum(used.sum(axis=1), 1)
+        return 60.0 + 25.0 * (1 - np.exp(-macs / 15.0)) + 4.0 * wide

@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hwnas.errors import BudgetError, HwnasError, InputError
+from hwnas.search.accuracy import ACCURACY_PREDICTOR, MLPAccuracyPredictor, accuracy_sample
+from hwnas.search.api import run_search
+from hwnas.search.problem import PredictorMissing, latency_predictor_path
+from hwnas.space import FLAT_COLUMNS
+
+DEV = "cpu-ort"
+
+
+@pytest.fixture
+def run(tiny_supernet, tmp_path):
+    """A run on the tiny supernet with an analytic latency predictor (fitted to ms proportional to
+    MACs) and an accuracy predictor fitted to the synthetic accuracy, both saved where search looks."""
+    from search_stubs import MacsLatency, SynthAccuracy
+
+    from hwnas.latency import AnalyticPredictor
+    from hwnas.run import open_run
+
+    cfg = open_run(tmp_path / "run", supernet=tiny_supernet)
+    m = accuracy_sample(cfg.space, 200, seed=0)
+    lat = AnalyticPredictor(features="stage", n_classes=10).fit(m, MacsLatency().predict(m))
+    lat.save(latency_predictor_path(cfg.run_dir, DEV))
+    acc = MLPAccuracyPredictor.fit(cfg.space, m, SynthAccuracy().predict(m), hidden=(32, 32, 32), epochs=30)
+    acc.save(cfg.run_dir / ACCURACY_PREDICTOR)
+    budget = float(np.median(lat.predict(m)))
+    return SimpleNamespace(run_dir=cfg.run_dir, space=cfg.space, lat=lat, budget=budget)
+
+
+def _fake_device(run, slow_ids: set[str] | None = None, factor: float = 1.0):
+    """'Measure' with the predictor; subnets in `slow_ids` (or all, with factor > 1) run slower."""
+    calls = []
+
+    def measure(device, archs):
+        calls.append([a.id for a in archs])
+        ms = run.lat.predict(list(archs))
+        return np.array([v * (1.5 if slow_ids is not None and a.id in slow_ids else factor)
+                         for v, a in zip(ms, archs)])
+
+    measure.calls = calls  # type: ignore[attr-defined]
+    return measure
+
+
+SMALL = {"population": 30, "generations": 15}
+
+
+def test_search_writes_front_report_and_plot_and_drops_over_budget_candidates(run):
+    first = run_search(run.run_dir, DEV, run.budget, top_k=3, seed=0, verify=False, **SMALL)
+    assert len(first.best) == 3 and not any(b["verified"] for b in first.best)
+    top = first.best[0]["id"]
+    meas = _fake_device(run, slow_ids={top})  # the predicted best breaks the budget on the device
+    res = run_search(run.run_dir, DEV, run.budget, top_k=3, seed=0, measure=meas, **SMALL)
+    assert len(res.best) == 3 and top not in [b["id"] for b in res.best]
+    assert all(b["verified"] and b["measured_ms"][DEV] <= run.budget for b in res.best)
+    dropped = [r for r in res.verification if r["id"] == top]
+    assert dropped and not dropped[0]["accepted"] and dropped[0]["measured_ms"] > run.budget
+    assert sum(len(c) for c in meas.calls) == 4  # 3 measured, 1 replacement
+
+    csv = pd.read_csv(run.run_dir / "pareto.csv")
+    for col in (*FLAT_COLUMNS, "id", "top1_pred", "ms_pred", "macs", "params", "measured_ms",
+                "within_budget", "verified", "on_front", "selected"):
+        assert col in csv.columns, col
+    assert (csv.loc[csv["on_front"], "ms_pred"] <= run.budget).all()
+    assert csv["measured_ms"].notna().sum() == 4
+    assert not csv.loc[csv["id"] == top, "within_budget"].item()
+    front = csv[csv["on_front"]].sort_values("ms_pred")
+    assert front["top1_pred"].is_monotonic_increasing  # a front: slower only if more accurate
+    assert (csv["macs"] > 0).all() and (csv["params"] > 0).all()
+
+    doc = json.loads((run.run_dir / "search.json").read_text())
+    assert doc["settings"]["algo"] == "evolution" and doc["settings"]["budgets_ms"] == {DEV: run.budget}
+    m = doc["metrics"]
+    assert m["hypervolume"] > 0 and m["front_size"] == int(csv["on_front"].sum())
+    assert m["predictor_calls"] == 30 * 16 and m["wall_s"] > 0 and m["tabulated_costs"] == {f"ms:{DEV}": True}
+    assert m["first_try_within_budget"] == pytest.approx(2 / 3)
+    assert [b["id"] for b in doc["best"]] == [b["id"] for b in res.best]
+    assert (run.run_dir / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert res.message.startswith("3 subnets met")
+
+
+@pytest.mark.parametrize("algo,extra", [("nsga2", {}), ("optuna-nsga2", {"n_trials": 60}),
+                                        ("optuna-tpe", {"n_trials": 20}), ("random", {"n_trials": 300})])
+def test_every_algorithm_returns_a_verified_front(run, algo, extra):
+    kw = {**SMALL, **extra}
+    res = run_search(run.run_dir, DEV, run.budget, algo=algo, pareto=True, top_k=2, measure=_fake_device(run),
+                     **kw)
+    assert res.ok and all(b["measured_ms"][DEV] <= run.budget for b in res.best)
+    csv = pd.read_csv(run.run_dir / "pareto.csv")
+    assert csv["on_front"].all() or algo == "random"
+    if algo.startswith("optuna"):
+        assert (run.run_dir / "optuna.journal").exists()
+        settings = json.loads((run.run_dir / "search.json").read_text())["settings"]
+        assert settings["storage"].startswith("journal:")
+
+
+def test_nothing_returned_when_every_candidate_breaks_the_budget(run):
+    res = run_search(run.run_dir, DEV, run.budget, top_k=2, measure=_fake_device(run, factor=3.0), **SMALL)
+    assert res.best == [] and not res.ok
+    assert "none of the 6 measured candidates" in res.message
+    doc = json.loads((run.run_dir / "search.json").read_text())
+    assert doc["best"] == [] and doc["metrics"]["accepted"] == 0
+
+
+def test_user_errors_are_one_line(run, tmp_path):
+    fastest = float(run.lat.predict(run.space.to_matrix([run.space.min_arch()]))[0])
+    with pytest.raises(BudgetError, match=f"{fastest:.4g} ms") as err:
+        run_search(run.run_dir, DEV, fastest / 2, verify=False, **SMALL)
+    assert "\n" not in str(err.value)
+    with pytest.raises(PredictorMissing, match=f"hwnas latency fit --run {run.run_dir} --device cpu-openvino"):
+        run_search(run.run_dir, "cpu-openvino", 5.0, verify=False)
+    with pytest.raises(InputError, match="--workers"):
+        run_search(run.run_dir, DEV, run.budget, workers=2, verify=False)
+    with pytest.raises(InputError, match="unknown search algorithm"):
+        run_search(run.run_dir, DEV, run.budget, algo="annealing", verify=False)
+    with pytest.raises(HwnasError, match="not an hwnas run"):
+        run_search(tmp_path / "nowhere", DEV, 1.0)
+
+
+def test_verification_on_the_real_device(run):
+    """One candidate measured for real with ONNX Runtime (budget generous: the predictor here is
+    synthetic); its drift-corrected latency lands in pareto.csv and the run's store."""
+    from hwnas.devices import get_device
+    from hwnas.latency.profiler import ProtocolSettings
+    from hwnas.latency.store import read_measurements
+
+    reason = get_device(DEV).available()
+    if reason:
+        pytest.skip(reason)
+    protocol = ProtocolSettings(rounds=1, runs=3, warmup_runs=1, warmup_s=0.0, ref_runs=2)
+    res = run_search(run.run_dir, DEV, 1000.0, top_k=1, protocol=protocol, population=20, generations=3)
+    assert res.ok and res.best[0]["verified"]
+    ms = res.best[0]["measured_ms"][DEV]
+    assert 0 < ms < 1000
+    store = read_measurements(run.run_dir, device=DEV, kind="subnet")
+    assert res.best[0]["id"] in set(store["key"])
