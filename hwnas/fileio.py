@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "read_npz"]
 
 
 @contextmanager
@@ -55,3 +55,22 @@ def atomic_write_text(target: str | os.PathLike[str], text: str) -> None:
 
 def atomic_write_json(target: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_text(target, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def read_npz(npz: str | os.PathLike[str], owner: str | os.PathLike[str]) -> dict[str, Any]:
+    """The arrays of the .npz file beside a JSON document (`owner`), read without pickle.
+
+    A missing or corrupt file is a one-line CheckpointError naming both files."""
+    import numpy as np
+
+    from hwnas.errors import CheckpointError
+
+    try:
+        with np.load(npz, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except FileNotFoundError:
+        raise CheckpointError(f"{owner} needs its arrays file {npz}, which is missing; "
+                              "copy both files together") from None
+    except (ValueError, OSError, EOFError) as err:
+        raise CheckpointError(f"arrays file {npz} of {owner} is corrupt or not an .npz "
+                              f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None

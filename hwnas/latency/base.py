@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence, TypeVar
 import numpy as np
 
 from hwnas.errors import CheckpointError, InputError
+from hwnas.fileio import read_npz
 from hwnas.space import Arch
 
 __all__ = ["LatencyPredictor", "PredictorMeta", "ArchLike", "register", "predictor_class",
@@ -276,19 +277,7 @@ def load_predictor(path: str | Path) -> LatencyPredictor:
     if doc.get("version") != VERSION:
         raise CheckpointError(f"{path} is a version {doc.get('version')} latency predictor; this "
                               f"hwnas reads version {VERSION}; refit it with `hwnas latency fit`")
-    arrays: dict[str, np.ndarray] = {}
-    if doc.get("arrays"):
-        npz = path.parent / str(doc["arrays"])
-        try:
-            with np.load(npz, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in data.files}
-        except FileNotFoundError:
-            raise CheckpointError(f"{path} needs its arrays file {npz}, which is missing; "
-                                  "copy both files together") from None
-        except (ValueError, OSError, EOFError) as err:
-            raise CheckpointError(f"arrays file {npz} of {path} is corrupt or not an .npz "
-                                  f"({str(err).splitlines()[0] if str(err) else type(err).__name__})"
-                                  ) from None
+    arrays = read_npz(path.parent / str(doc["arrays"]), path) if doc.get("arrays") else {}
     try:
         return LatencyPredictor.from_dict(doc, arrays)
     except (KeyError, TypeError, ValueError, IndexError) as err:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from hwnas.errors import CheckpointError, InputError, TableError
-from hwnas.fileio import atomic_path, atomic_write_json
+from hwnas.fileio import atomic_path, atomic_write_json, read_npz
 from hwnas.latency.metrics import kendall_tau, rmse
 from hwnas.search.operators import sample_graded, unique_rows
 from hwnas.space import FLAT_COLUMNS, Arch, SearchSpace
@@ -232,15 +232,7 @@ class MLPAccuracyPredictor:
         if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
             raise CheckpointError(f"{path} is not a version-{VERSION} hwnas accuracy predictor; "
                                   "refit it with fit_accuracy_predictor")
-        npz = path.parent / str(doc.get("arrays"))
-        try:
-            with np.load(npz, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in data.files}
-        except FileNotFoundError:
-            raise CheckpointError(f"{path} needs its weights {npz}, which is missing; "
-                                  "copy both files together") from None
-        except (ValueError, OSError, EOFError):
-            raise CheckpointError(f"weights {npz} of {path} are corrupt; refit the predictor") from None
+        arrays = read_npz(path.parent / str(doc.get("arrays")), path)
         try:
             n = int(doc["layers"])
             return cls(SearchSpace.from_dict(doc["space"]), [arrays[f"w{i}"] for i in range(n)],
