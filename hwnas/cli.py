@@ -365,6 +365,8 @@ def profile_cmd(
     rounds: int = typer.Option(3, "--rounds", help="Shuffled rounds per subnet (drift correction)."),
     runs: int = typer.Option(10, "--runs", help="Timed runs per round."),
     seed: int = typer.Option(0, "--seed", help="Seed of the subnet selection."),
+    blocks: bool = typer.Option(False, "--blocks", help="Also time every stem/block/head variant at 3 "
+                                "resolutions (entries of a lookup-table predictor)."),
 ) -> None:
     """Measure subnets on devices into the run's measurement store (reruns skip what exists)."""
     from hwnas.latency.profiler import ProtocolSettings, profile
@@ -382,7 +384,7 @@ def profile_cmd(
             bar.update(tasks[dev], completed=done, total=total, info=key)
 
         results = profile(cfg, device, samples, devices_file=devices_file, references=reference,
-                          protocol=protocol, progress=update)
+                          protocol=protocol, progress=update, blocks=blocks)
     table = Table("device", "measured now", "already there")
     for r in results:
         table.add_row(r["device"], str(r["measured"]), str(r["skipped"]))

@@ -140,3 +140,20 @@ def test_profile_through_a_remote_agent(tmp_path, tiny_supernet):
                  "--samples", "3", *FAST)
     assert proc.returncode == 2 and "unreachable" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert len(read_measurements(tmp_path / "run", device="pi")) == 2
+
+
+@pytest.mark.slow
+def test_block_profile_feeds_a_lookup_table(tmp_path, tiny_supernet):
+    from hwnas.latency.api import fit_from_run
+
+    run = open_run(tmp_path / "run", tiny_supernet)
+    profile(run, ["cpu-ort"], 6, protocol=ProtocolSettings(rounds=1, runs=3), blocks=True)
+    blocks = read_measurements(run.run_dir, device="cpu-ort", kind="block")
+    # 3 resolutions x (5 stages x 2 positions x 9 kernel/expand + stem + head), minus shared shapes
+    assert len(blocks) > 200 and blocks["key"].is_unique and (blocks["corrected_ms"] > 0).all()
+    assert set(blocks["key"].str.split("/").str[0]) == {"block:stem", "block:block", "block:head"}
+    pred, report = fit_from_run(run.run_dir, "cpu-ort", n_classes=10)
+    assert pred.meta.notes["block_entries"] == len(blocks)
+    assert any(c["name"].startswith("lut(mode=entries)") for c in report["candidates"])
+    again = profile(run, ["cpu-ort"], 6, protocol=ProtocolSettings(rounds=1, runs=3), blocks=True)
+    assert again[0]["measured"] == 0

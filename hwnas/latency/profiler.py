@@ -103,6 +103,14 @@ class _Job:
     device: str
     subnets: list[Arch]
     models: list[str] = field(default_factory=list)
+    blocks: list[dict[str, Any]] = field(default_factory=list)  # lookup-table entries (ENTRY_COLUMNS)
+
+
+def block_key(entry: dict[str, Any]) -> str:
+    """Store key of one lookup-table entry, e.g. ``block:block/2/1/40/5/6/16``."""
+    from hwnas.latency.layout import ENTRY_COLUMNS
+
+    return "block:" + "/".join(str(entry[c]) for c in ENTRY_COLUMNS)
 
 
 def build_timing_subnet(arch: Arch, n_classes: int):
@@ -150,10 +158,13 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
     space, n_classes = run.space, run.n_classes
     done_subnets = store.keys(job.device, "subnet")
     done_models = store.keys(job.device, "model")
+    done_blocks = store.keys(job.device, "block")
     todo = [a for a in job.subnets if a.id not in done_subnets]
     todo_models = [m for m in job.models if m not in done_models]
-    total = len(todo) + len(todo_models)
-    summary = {"device": job.device, "measured": 0, "skipped": len(job.subnets) + len(job.models) - total}
+    todo_blocks = [b for b in job.blocks if block_key(b) not in done_blocks]
+    total = len(todo) + len(todo_models) + len(todo_blocks)
+    summary = {"device": job.device, "measured": 0,
+               "skipped": len(job.subnets) + len(job.models) + len(job.blocks) - total}
     if progress:
         progress(job.device, 0, total, "")
     if total == 0:
@@ -176,8 +187,9 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
             finally:
                 runner.close()
 
-        def measure_one(key: str, module, r: int, **row_kw: Any) -> None:
-            artifact = backend.compile(module, torch.zeros(1, 3, r, r), work / key.replace(":", "_"))
+        def measure_one(key: str, module, r: int, shape: tuple[int, ...] | None = None, **row_kw: Any) -> None:
+            x = torch.zeros(shape or (1, 3, r, r))
+            artifact = backend.compile(module, x, work / key.replace(":", "_").replace("/", "_"))
             stats = time_artifact(key, artifact)
             store.append([stats_row(job.device, row_kw.pop("kind"), key, stats,
                                     meta={"reference": ref.to_ofa_dict()}, **row_kw)])
@@ -189,6 +201,12 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
             params, macs = count_params_macs(arch, n_classes)
             measure_one(arch.id, build_timing_subnet(arch, n_classes), arch.r, kind="subnet", arch=arch,
                         params=params, macs=macs)
+        for entry in todo_blocks:
+            from hwnas.latency.layout import entry_module
+
+            module, shape = entry_module(entry, space.width_mult, n_classes)
+            measure_one(block_key(entry), module.eval(), int(entry["size"]), shape=tuple(shape),
+                        kind="block", block=entry)
         for spec in todo_models:
             module = _build_timm(spec, n_classes)
             params, macs = _count(module, reference_r)
@@ -217,12 +235,25 @@ def measure_subnets(run: RunConfig, device: str, archs: Sequence[Arch], *,
     return df.loc[[a.id for a in archs]]
 
 
+def _block_entries(space: SearchSpace) -> list[dict[str, Any]]:
+    """Every part a lookup table needs: each (stage, first/later position, kernel, expand) plus stem
+    and head, at the smallest, middle and largest resolution (the table interpolates the rest)."""
+    from hwnas.latency.layout import entry_keys
+
+    rs = sorted({space.r_choices[0], space.r_choices[len(space.r_choices) // 2], space.r_choices[-1]})
+    grid = [Arch((k,) * 20, (e,) * 20, (max(space.d_choices),) * 5, r, space.width_mult)
+            for r in rs for k in space.ks_choices for e in space.e_choices]
+    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+            for row in entry_keys(grid, space.width_mult).to_dict("records")]
+
+
 def profile(run: RunConfig, devices: Sequence[str], samples: int, *, devices_file: str | Path | None = None,
             references: Sequence[str] = (), reference_resolution: int | None = None,
-            protocol: ProtocolSettings = ProtocolSettings(), progress: ProgressFn | None = None
-            ) -> list[dict[str, Any]]:
+            protocol: ProtocolSettings = ProtocolSettings(), progress: ProgressFn | None = None,
+            blocks: bool = False) -> list[dict[str, Any]]:
     """Profile `samples` stratified subnets (and `references` like "timm:efficientnet_b0") on each
-    device into the run's store; returns one summary per device."""
+    device into the run's store; with `blocks`, also the parts (stem, blocks, head) a lookup-table
+    predictor sums (see `_block_entries`). Returns one summary per device."""
     from hwnas.devices import get_device
 
     if not devices:
@@ -238,8 +269,9 @@ def profile(run: RunConfig, devices: Sequence[str], samples: int, *, devices_fil
     subnets = select_subnets(run.space, samples, seed=protocol.seed, n_classes=run.n_classes)
     ref_r = reference_resolution or max(run.space.r_choices)
     store = MeasurementStore(run.run_dir)
-    local = [_Job(d.name, subnets, list(references)) for d in resolved if not d.is_remote]
-    remote = [_Job(d.name, subnets, list(references)) for d in resolved if d.is_remote]
+    entries = _block_entries(run.space) if blocks else []
+    local = [_Job(d.name, subnets, list(references), entries) for d in resolved if not d.is_remote]
+    remote = [_Job(d.name, subnets, list(references), entries) for d in resolved if d.is_remote]
 
     def run_group(group: list[_Job]) -> list[dict[str, Any]]:
         return [_measure_device(run, j, store, devices_file, protocol, ref_r, progress) for j in group]
