@@ -362,11 +362,15 @@ def profile_cmd(
     supernet: Optional[Path] = typer.Option(None, "--supernet", help="Supernet checkpoint stem "
                                             "(default: the shipped one)."),
     devices_file: Optional[Path] = DevicesOpt,
-    rounds: int = typer.Option(3, "--rounds", help="Shuffled rounds per subnet (drift correction)."),
+    rounds: int = typer.Option(15, "--rounds", help="Rounds per subnet, each beside the reference "
+                               "(drift correction)."),
     runs: int = typer.Option(10, "--runs", help="Timed runs per round."),
     seed: int = typer.Option(0, "--seed", help="Seed of the subnet selection."),
     blocks: bool = typer.Option(False, "--blocks", help="Also time every stem/block/head variant at 3 "
                                 "resolutions (entries of a lookup-table predictor)."),
+    recalibrate: bool = typer.Option(False, "--recalibrate", help="Measure a fresh anchor (the reference's "
+                                     "latency) for devices new to this run instead of reusing this "
+                                     "host's."),
 ) -> None:
     """Measure subnets on devices into the run's measurement store (reruns skip what exists)."""
     from hwnas.latency.profiler import ProtocolSettings, profile
@@ -384,7 +388,7 @@ def profile_cmd(
             bar.update(tasks[dev], completed=done, total=total, info=key)
 
         results = profile(cfg, device, samples, devices_file=devices_file, references=reference,
-                          protocol=protocol, progress=update, blocks=blocks)
+                          protocol=protocol, progress=update, blocks=blocks, recalibrate=recalibrate)
     table = Table("device", "measured now", "already there")
     for r in results:
         table.add_row(r["device"], str(r["measured"]), str(r["skipped"]))

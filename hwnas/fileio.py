@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "read_npz"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "read_npz",
+           "state_dir"]
 
 
 @contextmanager
@@ -74,3 +75,12 @@ def read_npz(npz: str | os.PathLike[str], owner: str | os.PathLike[str]) -> dict
     except (ValueError, OSError, EOFError) as err:
         raise CheckpointError(f"arrays file {npz} of {owner} is corrupt or not an .npz "
                               f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
+
+
+def state_dir() -> Path:
+    """hwnas's per-user state folder (device anchors, a device agent's models and results):
+    ``$HWNAS_STATE_DIR``, else ``$XDG_STATE_HOME/hwnas``, else ``~/.local/state/hwnas``."""
+    if os.environ.get("HWNAS_STATE_DIR"):
+        return Path(os.environ["HWNAS_STATE_DIR"])
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "hwnas"

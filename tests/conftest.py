@@ -1,7 +1,17 @@
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
 import torch
+
+# Device anchors (hwnas.devices.anchors) live in a per-user state folder: give the tests, and the
+# processes they start, one of their own so they neither read nor change the user's.
+os.environ["HWNAS_STATE_DIR"] = tempfile.mkdtemp(prefix="hwnas-test-state-")
+atexit.register(shutil.rmtree, os.environ["HWNAS_STATE_DIR"], True)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -52,7 +52,8 @@ def test_profile_stores_and_resumes(tmp_path, tiny_supernet):
     assert (df["macs"] > 0).all() and calls[-1][1:3] == (3, 3)
     again = profile(run, ["cpu-ort"], 3, protocol=ProtocolSettings(rounds=1, runs=3))
     assert again[0]["measured"] == 0 and again[0]["skipped"] == 3
-    assert len(read_measurements(run.run_dir)) == 3
+    every = read_measurements(run.run_dir)
+    assert len(every) == 4 and list(every["kind"]).count("reference") == 1  # 3 subnets + the anchor
 
 
 @pytest.mark.slow
@@ -63,17 +64,17 @@ def test_a_killed_profile_loses_at_most_the_subnet_in_flight(tmp_path, tiny_supe
     proc = subprocess.Popen(args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
-        if (run / "measurements.parquet").exists() and len(read_measurements(run)) >= 2:
+        if (run / "measurements.parquet").exists() and len(read_measurements(run, kind="subnet")) >= 2:
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = read_measurements(run)
-    assert 2 <= len(before) < 8
+    assert 2 <= len(before[before["kind"] == "subnet"]) < 8
     done = hwnas("profile", "--device", "cpu-ort", "--run", str(run), "--samples", "8", *FAST)
     assert done.returncode == 0, done.stderr
     after = read_measurements(run)
-    assert len(after) == 8 and after["key"].is_unique
+    assert len(after) == 9 and after["key"].is_unique and (after["kind"] == "subnet").sum() == 8
     # what was measured before the kill is kept as it was
     pd.testing.assert_frame_equal(after.iloc[: len(before)], before)
 
@@ -130,7 +131,7 @@ def test_profile_through_a_remote_agent(tmp_path, tiny_supernet):
         proc = hwnas("profile", "--device", "pi", "--devices", str(devices), "--run", str(tmp_path / "run"),
                      "--samples", "2", "--supernet", str(tiny_supernet), *FAST)
         assert proc.returncode == 0, proc.stderr
-        df = read_measurements(tmp_path / "run", device="pi")
+        df = read_measurements(tmp_path / "run", device="pi", kind="subnet")
         assert len(df) == 2 and (df["corrected_ms"] > 0).all() and (df["backend"] == "onnxruntime").all()
     finally:
         agent.terminate()
@@ -139,7 +140,7 @@ def test_profile_through_a_remote_agent(tmp_path, tiny_supernet):
     proc = hwnas("profile", "--device", "pi", "--devices", str(devices), "--run", str(tmp_path / "run"),
                  "--samples", "3", *FAST)
     assert proc.returncode == 2 and "unreachable" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    assert len(read_measurements(tmp_path / "run", device="pi")) == 2
+    assert len(read_measurements(tmp_path / "run", device="pi", kind="subnet")) == 2
 
 
 @pytest.mark.slow
@@ -157,3 +158,52 @@ def test_block_profile_feeds_a_lookup_table(tmp_path, tiny_supernet):
     assert any(c["name"].startswith("lut(mode=entries)") for c in report["candidates"])
     again = profile(run, ["cpu-ort"], 6, protocol=ProtocolSettings(rounds=1, runs=3), blocks=True)
     assert again[0]["measured"] == 0
+
+
+def test_runs_share_the_hosts_anchor_and_keep_their_own(tmp_path, tiny_supernet, monkeypatch):
+    """Corrected latency = ratio x anchor, one anchor per device and run; a new run on this host
+    takes the host's anchor, --recalibrate measures a fresh one, and a resumed run keeps its own."""
+    from hwnas.devices.anchors import AnchorBook
+    from hwnas.latency.profiler import run_anchor
+
+    monkeypatch.setenv("HWNAS_STATE_DIR", str(tmp_path / "state"))
+    fast = ProtocolSettings(rounds=2, runs=3, warmup_runs=1, warmup_s=0.0)
+    book = AnchorBook()
+    assert book._read() == {}
+    a = open_run(tmp_path / "a", tiny_supernet)
+    profile(a, ["cpu-ort"], 2, protocol=fast)
+    anchor = run_anchor(a.run_dir, "cpu-ort", a.space)
+    rows = read_measurements(a.run_dir, device="cpu-ort", kind="subnet")
+    assert anchor > 0 and (rows["ref_median_ms"] == anchor).all()
+    ratio = rows["corrected_ms"] / anchor
+    assert ((ratio > 0.2) & (ratio < 50)).all()  # bigger or smaller than the reference, not garbage
+    ref_row = read_measurements(a.run_dir, kind="reference").iloc[0]
+    assert ref_row["median_ms"] == anchor and ref_row["d_0"] == 2  # the reference is the min subnet
+
+    b = open_run(tmp_path / "b", tiny_supernet)
+    profile(b, ["cpu-ort"], 1, protocol=fast)
+    assert run_anchor(b.run_dir, "cpu-ort", b.space) == anchor  # same host, device, runtime
+    assert len(book._read()) == 1
+
+    c = open_run(tmp_path / "c", tiny_supernet)
+    profile(c, ["cpu-ort"], 1, protocol=fast, recalibrate=True)
+    fresh = run_anchor(c.run_dir, "cpu-ort", c.space)
+    assert fresh != anchor and [e["anchor_ms"] for e in book._read().values()] == [fresh]
+
+    profile(a, ["cpu-ort"], 3, protocol=fast)  # resume run a after the host recalibrated
+    rows = read_measurements(a.run_dir, device="cpu-ort", kind="subnet")
+    assert len(rows) == 3 and (rows["ref_median_ms"] == anchor).all()
+
+
+def test_a_damaged_anchor_book_is_one_line_and_kept(tmp_path, tiny_supernet):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "anchors.json").write_text("{not json")
+    env = {**ENV, "HWNAS_STATE_DIR": str(state)}
+    proc = subprocess.run([sys.executable, "-m", "hwnas", "profile", "--device", "cpu-ort", "--run",
+                           str(tmp_path / "run"), "--samples", "1", "--supernet", str(tiny_supernet), *FAST],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "anchor book" in lines[0] and "delete it" in lines[0]
+    assert (state / "anchors.json").read_text() == "{not json"

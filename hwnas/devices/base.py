@@ -280,9 +280,12 @@ class Backend(ABC):
     def _require(self, module: str) -> Any:
         return require(module, self.device.name, self.extra)
 
-    def _artifact(self, path: Path | None, x: torch.Tensor, *, files: list[Path] | None = None,
-                  input_dtype: str = "float32", **metadata: Any) -> Artifact:
-        return Artifact(format=self.artifact_format, path=path, input_shape=tuple(x.shape),
+    def _artifact(self, path: Path | None, x: torch.Tensor | tuple[int, ...], *,
+                  files: list[Path] | None = None, input_dtype: str = "float32", **metadata: Any
+                  ) -> Artifact:
+        """An artifact of this backend; `x` is the example input or just its shape."""
+        shape = tuple(x.shape) if hasattr(x, "shape") else tuple(x)
+        return Artifact(format=self.artifact_format, path=path, input_shape=shape,
                         input_dtype=input_dtype, device=self.device.name, backend=self.name,
                         precision=self.device.precision,
                         files=files if files is not None else ([path] if path else []),

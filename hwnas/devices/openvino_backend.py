@@ -44,12 +44,19 @@ class OpenVinoBackend(Backend):
         return "CPU"
 
     def _compile(self, module: nn.Module, x: torch.Tensor, workdir: Path) -> Artifact:
+        return self._from_onnx(export_onnx(module, x, workdir / "model.onnx"), tuple(x.shape), workdir)
+
+    def compile_onnx(self, artifact: Artifact, workdir: Path) -> Artifact:
+        """IR from an ONNX artifact: how a device agent, which receives only ONNX, serves it."""
+        Path(workdir).mkdir(parents=True, exist_ok=True)
+        return self._from_onnx(Path(artifact.path), artifact.input_shape, Path(workdir))
+
+    def _from_onnx(self, onnx_path: Path, shape: tuple[int, ...], workdir: Path) -> Artifact:
         ov = self._require("openvino")
-        onnx_path = export_onnx(module, x, workdir / "model.onnx")
         xml = workdir / "model.xml"
         # keep fp32 weights in the IR; the runtime precision is chosen at load time
         ov.save_model(ov.convert_model(str(onnx_path)), str(xml), compress_to_fp16=False)
-        return self._artifact(xml, x, files=[xml, xml.with_suffix(".bin")], onnx=str(onnx_path))
+        return self._artifact(xml, shape, files=[xml, xml.with_suffix(".bin")], onnx=str(onnx_path))
 
     def _load(self, artifact: Artifact) -> Runner:
         return OpenVinoRunner(artifact, self.device, self.versions(), self._require("openvino"))

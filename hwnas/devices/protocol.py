@@ -29,10 +29,20 @@ Backends only compile and load (`hwnas.devices.base`); this module is the one pl
        ratio_r = median(candidate samples in round r) / median(reference samples just before
                                                                  and just after that block)
 
-   and ``corrected_ms = median_r(ratio_r) * median(all reference samples of the session)``.
-   Raw statistics pool the candidate's samples over all rounds (n = rounds * runs). The
-   corrected value is what predictors learn by default; `LatencyStats.ratio` is the drift-free
-   latency relative to the reference, the number to compare across sessions and machines.
+   and ``corrected_ms = median_r(ratio_r) * anchor_ms``. The ratio is the drift-free quantity;
+   the anchor only puts it back in milliseconds, so it must be the *same* number for every
+   measurement that is compared: the profiler passes the device's calibrated reference latency
+   (`hwnas.devices.anchors`), kept in the run and shared by all runs on the host. Without an
+   anchor, the median of all reference samples of this call is used (then two sessions differ by
+   the machine's state: 2-4% between two passes measured on this 2-core VM).
+   A candidate's first block warms up fully (item 3); its later blocks re-warm with
+   `rewarm_runs` runs only (allocator and kernels are warm; this refreshes caches), which makes
+   many short rounds cheap. Many rounds matter more than many runs: on this VM, 9 rounds of 10
+   runs halved the pass-to-pass disagreement of 3 rounds (ORT, 30 subnets: 2.4% -> 0.9%), while
+   3 rounds of 20 runs did not help - the noise is the machine's state from second to second,
+   which only more, separate looks average out.
+   Raw statistics pool the candidate's samples over all rounds (n = rounds * runs);
+   `LatencyStats.ratio` is the latency relative to the reference.
 
 Failures are never dropped: a candidate whose run raises stops the measurement with a
 `DeviceError` that names it.
@@ -111,18 +121,23 @@ def measure(runner: Runner, *, runs: int = 30, warmup_runs: int = 10, warmup_s: 
     return summarize(samples, warmup=warm, rounds=1, **runner.how())
 
 
-def measure_many(runners: Mapping[str, Runner], reference: Runner, *, rounds: int = 3,
-                 runs: int = 10, warmup_runs: int = 5, warmup_s: float = 0.2, ref_runs: int = 5,
-                 ref_warmup_runs: int = 2, seed: int = 0, progress: ProgressFn | None = None
+def measure_many(runners: Mapping[str, Runner], reference: Runner, *, rounds: int = 15,
+                 runs: int = 10, warmup_runs: int = 5, warmup_s: float = 0.2, rewarm_runs: int = 2,
+                 ref_runs: int = 5, ref_warmup_runs: int = 2, seed: int = 0,
+                 anchor_ms: float | None = None, progress: ProgressFn | None = None
                  ) -> dict[str, LatencyStats]:
     """Time many loaded models with shuffled rounds and an interleaved reference (see above).
 
     `runs` is per candidate per round (n = rounds * runs). `progress(done, total, id)` is called
-    after every candidate block (total = rounds * len(runners)). Returns one `LatencyStats` per
-    id, in the input order; raises `DeviceError` naming the candidate that failed.
+    after every candidate block (total = rounds * len(runners)). `anchor_ms`: the reference
+    latency that turns ratios into `corrected_ms` (default: this call's reference median).
+    Returns one `LatencyStats` per id, in the input order; raises `DeviceError` naming the
+    candidate that failed.
     """
     _check(rounds=rounds, runs=runs, warmup_runs=warmup_runs, warmup_s=warmup_s,
-           ref_runs=ref_runs, ref_warmup_runs=ref_warmup_runs)
+           rewarm_runs=rewarm_runs, ref_runs=ref_runs, ref_warmup_runs=ref_warmup_runs)
+    if anchor_ms is not None and not anchor_ms > 0:
+        raise InputError(f"anchor_ms must be a positive latency, got {anchor_ms}")
     ids = list(runners)
     for cid in ids:
         if runners[cid].device.name != reference.device.name:
@@ -157,9 +172,11 @@ def measure_many(runners: Mapping[str, Runner], reference: Runner, *, rounds: in
         before = reference_block()
         for cid in order:
             runner = runners[cid]
+            first = cid not in warm
             try:
                 block, n_warm = _timed_block(runner, runner.prepare(inputs(runner)), runs,
-                                             warmup_runs, warmup_s)
+                                             warmup_runs if first else rewarm_runs,
+                                             warmup_s if first else 0.0)
             except HwnasError as err:
                 raise DeviceError(f"measuring candidate '{cid}' failed (round {r + 1}): "
                                   f"{err}") from err
@@ -171,12 +188,12 @@ def measure_many(runners: Mapping[str, Runner], reference: Runner, *, rounds: in
             samples[cid] += block
             near[cid] += before + after
             ratios[cid].append(statistics.median(block) / statistics.median(before + after))
-            warm[cid] = min(warm.get(cid, n_warm), n_warm)
+            warm.setdefault(cid, n_warm)  # the full warm-up before the first block
             before = after
             done += 1
             if progress is not None:
                 progress(done, total, cid)
-    ref_median = statistics.median(ref_all)
+    ref_median = anchor_ms if anchor_ms is not None else statistics.median(ref_all)
     return {cid: summarize(samples[cid], warmup=warm[cid],
                            corrected_ms=statistics.median(ratios[cid]) * ref_median,
                            ref_median_ms=ref_median, ref_ms=near[cid], rounds=rounds,

@@ -2,14 +2,14 @@
 
 Raw statistics (median, percentiles...) describe the candidate's own samples. `corrected_ms` is
 the drift-corrected latency (see `hwnas.devices.protocol`): the candidate's time relative to a
-fixed reference model timed right beside it, scaled by the reference's median over the whole
-session. Predictors learn `corrected_ms` by default; the raw values are kept next to it.
+fixed reference model timed right beside it, times the reference's calibrated latency (the
+anchor, `hwnas.devices.anchors`). Predictors learn `corrected_ms` by default; the raw values are kept next to it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -30,10 +30,10 @@ class LatencyStats:
     p99_ms: float
     min_ms: float
     n: int  # timed runs
-    warmup: int  # warm-up runs made before each timed block (the fewest over blocks)
+    warmup: int  # warm-up runs made before the first timed block (later ones re-warm briefly)
     cv: float  # std / mean: the run-to-run noise of this candidate
     corrected_ms: float  # drift-corrected latency; == median_ms when measured without a reference
-    ref_median_ms: float | None = None  # the reference's median over the whole session
+    ref_median_ms: float | None = None  # the anchor: reference latency that scales ratio to ms
     ref_ms: list[float] = field(default_factory=list)  # reference timings next to this candidate
     rounds: int = 1
     # how the numbers were taken
@@ -51,6 +51,14 @@ class LatencyStats:
     def ratio(self) -> float | None:
         """Latency relative to the reference model (drift-free; quote this across sessions)."""
         return self.corrected_ms / self.ref_median_ms if self.ref_median_ms else None
+
+    def rescaled(self, anchor_ms: float) -> LatencyStats:
+        """The same measurement with `corrected_ms = ratio * anchor_ms` (another anchor's scale);
+        without a reference (no ratio) it is returned unchanged."""
+        ratio = self.ratio
+        if ratio is None:
+            return self
+        return replace(self, corrected_ms=ratio * anchor_ms, ref_median_ms=float(anchor_ms))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,10 +1,12 @@
 """TensorRT backend (`trt`): ONNX -> serialized engine (TensorRT's Python API) -> execution context.
 
-Build: `trt.Builder` -> network (strongly typed where the flag exists: required on 10.x for
+Build: `hwnas.export.tensorrt_build.build_engine`, the same builder every exported TensorRT bundle
+carries: `trt.Builder` -> network (strongly typed where the flag exists: required on 10.x for
 precision to follow the graph, the only mode on 11.x) -> `trt.OnnxParser` -> builder config with
 a workspace limit -> `build_serialized_network`. fp16 engines are built from an fp16 ONNX graph
 (see `onnx_export`): TensorRT 11 removed the builder's FP16 flag, and strong typing makes the
-graph's types the engine's.
+graph's types the engine's. A device agent builds the engine from the ONNX it receives
+(`compile_onnx`).
 
 Run: `trt.Runtime.deserialize_cuda_engine` -> `create_execution_context`; input and output live
 in torch CUDA tensors bound with `set_tensor_address`; `execute_async_v3` on a dedicated torch
@@ -22,7 +24,6 @@ import numpy as np
 from hwnas.devices.base import Artifact, Backend, Runner
 from hwnas.devices.onnx_export import INPUT_NAME, export_onnx
 from hwnas.errors import DeviceError
-from hwnas.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:
     import torch
@@ -52,33 +53,30 @@ class TensorRtBackend(Backend):
         return cuda_reason()
 
     def _compile(self, module: nn.Module, x: torch.Tensor, workdir: Path) -> Artifact:
+        onnx_path = export_onnx(module, x, workdir / "model.onnx", precision=self.device.precision)
+        return self._from_onnx(onnx_path, tuple(x.shape), workdir)
+
+    def compile_onnx(self, artifact: Artifact, workdir: Path) -> Artifact:
+        """Engine from an ONNX artifact (fp16 devices: an fp16 graph): how a device agent on a
+        Jetson or GPU server, which receives only ONNX, serves this device."""
+        Path(workdir).mkdir(parents=True, exist_ok=True)
+        return self._from_onnx(Path(artifact.path), artifact.input_shape, Path(workdir))
+
+    def _from_onnx(self, onnx_path: Path, shape: tuple[int, ...], workdir: Path) -> Artifact:
         import torch
+
+        from hwnas.export.tensorrt_build import BuildError, build_engine  # the bundles' builder
 
         trt = self._require("tensorrt")
         precision = self.device.precision
-        onnx_path = export_onnx(module, x, workdir / "model.onnx", precision=precision)
-        logger = trt.Logger(trt.Logger.WARNING)
-        builder = trt.Builder(logger)
-        flags = 0
-        if hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
-            flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
-        network = builder.create_network(flags)
-        parser = trt.OnnxParser(network, logger)
-        if not parser.parse_from_file(str(onnx_path)):
-            errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
-            raise DeviceError(f"device '{self.device.name}': TensorRT cannot parse the ONNX "
-                              f"model: {errors or 'unknown error'}")
-        config = builder.create_builder_config()
         workspace = int(self.device.options.get("workspace_bytes", _WORKSPACE))
-        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace)
-        serialized = builder.build_serialized_network(network, config)
-        if serialized is None:
-            raise DeviceError(f"device '{self.device.name}': TensorRT failed to build an engine "
-                              "(see the TensorRT log above)")
-        path = workdir / "model.engine"
-        atomic_write_bytes(path, bytes(serialized))
+        try:
+            path = build_engine(onnx_path, workdir / "model.engine", precision=precision,
+                                workspace_mb=max(1, workspace >> 20), log=lambda _msg: None)
+        except BuildError as err:
+            raise DeviceError(f"device '{self.device.name}': {err}") from None
         dtype = "float16" if precision == "fp16" else "float32"
-        return self._artifact(path, x, input_dtype=dtype, onnx=str(onnx_path),
+        return self._artifact(path, shape, input_dtype=dtype, onnx=str(onnx_path),
                               gpu=torch.cuda.get_device_name(), tensorrt=trt.__version__)
 
     def _load(self, artifact: Artifact) -> Runner:

@@ -294,6 +294,7 @@ class _Exporter:
                  ) -> dict[str, Any]:
         """Measured (drift-corrected, beside the profiler's reference), profiled and predicted."""
         from hwnas.devices import measure_many
+        from hwnas.latency.profiler import run_anchor
 
         out: dict[str, Any] = {"measured": None,
                                "predicted_ms": cand.predicted_latency_ms(self.device.name),
@@ -305,7 +306,9 @@ class _Exporter:
             out["note"] = "not measured (measure=False)"
         else:
             try:
-                stats = measure_many({arch.id: runner}, self._reference_runner(),
+                # on the run's scale (its anchor) when the device was profiled in this run
+                anchor = run_anchor(self.run.run_dir, self.device.name, self.run.space)
+                stats = measure_many({arch.id: runner}, self._reference_runner(), anchor_ms=anchor,
                                      **self.protocol.kwargs())[arch.id]
             except HwnasError as err:
                 report.add({"name": "latency", "passed": False, "detail":

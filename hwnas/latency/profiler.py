@@ -7,7 +7,8 @@ always including the space's min and max.
 
 How: each subnet is compiled by the device's backend (the same `compile` that export uses) and
 timed with the drift-corrected protocol (`hwnas.devices.protocol.measure_many`) beside a fixed
-reference subnet. Each result is appended to the store as soon as it is measured, so a crash loses
+reference subnet, and put in milliseconds with the device's anchor (`hwnas.devices.anchors`): the
+reference's calibrated latency, the same for every measurement of the device in the run. Each result is appended to the store as soon as it is measured, so a crash loses
 at most the subnet in flight and a rerun skips everything already measured. Local devices are
 profiled one after another (two timing jobs on one machine spoil both); remote agents run in
 parallel, each on its own machine.
@@ -36,16 +37,20 @@ ProgressFn = Callable[[str, int, int, str], Any]  # (device, done, total, key)
 
 @dataclass(frozen=True)
 class ProtocolSettings:
-    rounds: int = 3
+    """`measure_many`'s settings for profiling (why 15 rounds: `hwnas.devices.protocol`, item 6)."""
+
+    rounds: int = 15
     runs: int = 10
     warmup_runs: int = 5
     warmup_s: float = 0.2
+    rewarm_runs: int = 2
     ref_runs: int = 5
     seed: int = 0
 
     def kwargs(self) -> dict[str, Any]:
         return {"rounds": self.rounds, "runs": self.runs, "warmup_runs": self.warmup_runs,
-                "warmup_s": self.warmup_s, "ref_runs": self.ref_runs, "seed": self.seed}
+                "warmup_s": self.warmup_s, "rewarm_runs": self.rewarm_runs, "ref_runs": self.ref_runs,
+                "seed": self.seed}
 
 
 def select_subnets(space: SearchSpace, n: int, seed: int = 0, n_classes: int = 1000) -> list[Arch]:
@@ -98,6 +103,47 @@ def reference_arch(space: SearchSpace) -> Arch:
     return space.min_arch(r=rs[len(rs) // 2])
 
 
+def reference_key(space: SearchSpace) -> str:
+    """Store key of the reference's own measurement (the device's anchor in this run)."""
+    return f"reference:{reference_arch(space).id}"
+
+
+def run_anchor(run_dir: str | Path, device: str, space: SearchSpace) -> float | None:
+    """The run's anchor for `device` (ms), or None before the device's first profile."""
+    from hwnas.latency.store import read_measurements
+
+    df = read_measurements(run_dir, device=device, kind="reference")
+    df = df[df["key"] == reference_key(space)] if not df.empty else df
+    return None if df.empty else float(df["median_ms"].iloc[0])
+
+
+def _anchor(run: RunConfig, device: str, store: MeasurementStore, reference, calibrate: Callable[[], Any],
+            recalibrate: bool) -> float:
+    """This run's anchor for the device: the run's own, else the host's (`AnchorBook`), else a
+    fresh calibration (the reference measured as a candidate), which both then keep."""
+    from hwnas.devices.anchors import AnchorBook, anchor_key
+    from hwnas.supernet.stats import count_params_macs
+
+    known = run_anchor(run.run_dir, device, run.space)
+    if known is not None:
+        return known
+    ref = reference_arch(run.space)
+    book, key, what = None, None, {}
+    if reference is not None:  # a local device: its anchor is this host's
+        book = AnchorBook()
+        key, what = anchor_key(reference.how(), ref.id, run.n_classes)
+    stats = None if book is None or recalibrate else book.get(key)
+    if stats is None:
+        stats = calibrate()
+        stats = stats.rescaled(stats.median_ms)
+        if book is not None:
+            book.put(key, stats, what)
+    params, macs = count_params_macs(ref, run.n_classes)
+    store.append([stats_row(device, "reference", reference_key(run.space), stats, arch=ref,
+                            params=params, macs=macs, meta={"anchor_key": key})])
+    return stats.median_ms
+
+
 @dataclass
 class _Job:
     device: str
@@ -145,7 +191,8 @@ def _count(module, r: int) -> tuple[int, int]:
 
 
 def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_file: str | Path | None,
-                    protocol: ProtocolSettings, reference_r: int, progress: ProgressFn | None) -> dict[str, Any]:
+                    protocol: ProtocolSettings, reference_r: int, progress: ProgressFn | None,
+                    recalibrate: bool = False) -> dict[str, Any]:
     import torch
 
     from hwnas.devices import get_backend, get_device, measure_many
@@ -178,19 +225,25 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
         # A remote agent times on its own machine; a local device keeps the reference loaded.
         reference = None if remote else backend.load(ref_artifact)
 
-        def time_artifact(key: str, artifact) -> Any:
+        def time_artifact(key: str, artifact, anchor_ms: float | None = None, rounds_x: int = 1) -> Any:
+            kw = {**protocol.kwargs(), "rounds": protocol.rounds * rounds_x}
             if remote:
-                return backend.measure_many({key: artifact}, ref_artifact, **protocol.kwargs())[key]
+                stats = backend.measure_many({key: artifact}, ref_artifact, **kw)[key]
+                return stats if anchor_ms is None else stats.rescaled(anchor_ms)
             runner = backend.load(artifact)
             try:
-                return measure_many({key: runner}, reference, **protocol.kwargs())[key]
+                return measure_many({key: runner}, reference, anchor_ms=anchor_ms, **kw)[key]
             finally:
                 runner.close()
+
+        # the anchor scales every number of the run: calibrate it with 3x the rounds
+        anchor = _anchor(run, job.device, store, reference,
+                         lambda: time_artifact(reference_key(space), ref_artifact, rounds_x=3), recalibrate)
 
         def measure_one(key: str, module, r: int, shape: tuple[int, ...] | None = None, **row_kw: Any) -> None:
             x = torch.zeros(shape or (1, 3, r, r))
             artifact = backend.compile(module, x, work / key.replace(":", "_").replace("/", "_"))
-            stats = time_artifact(key, artifact)
+            stats = time_artifact(key, artifact, anchor)
             store.append([stats_row(job.device, row_kw.pop("kind"), key, stats,
                                     meta={"reference": ref.to_ofa_dict()}, **row_kw)])
             summary["measured"] += 1
@@ -250,10 +303,11 @@ def _block_entries(space: SearchSpace) -> list[dict[str, Any]]:
 def profile(run: RunConfig, devices: Sequence[str], samples: int, *, devices_file: str | Path | None = None,
             references: Sequence[str] = (), reference_resolution: int | None = None,
             protocol: ProtocolSettings = ProtocolSettings(), progress: ProgressFn | None = None,
-            blocks: bool = False) -> list[dict[str, Any]]:
+            blocks: bool = False, recalibrate: bool = False) -> list[dict[str, Any]]:
     """Profile `samples` stratified subnets (and `references` like "timm:efficientnet_b0") on each
     device into the run's store; with `blocks`, also the parts (stem, blocks, head) a lookup-table
-    predictor sums (see `_block_entries`). Returns one summary per device."""
+    predictor sums (see `_block_entries`). `recalibrate`: measure a fresh anchor for devices new
+    to this run instead of the host's (`hwnas.devices.anchors`). Returns one summary per device."""
     from hwnas.devices import get_device
 
     if not devices:
@@ -274,7 +328,8 @@ def profile(run: RunConfig, devices: Sequence[str], samples: int, *, devices_fil
     remote = [_Job(d.name, subnets, list(references), entries) for d in resolved if d.is_remote]
 
     def run_group(group: list[_Job]) -> list[dict[str, Any]]:
-        return [_measure_device(run, j, store, devices_file, protocol, ref_r, progress) for j in group]
+        return [_measure_device(run, j, store, devices_file, protocol, ref_r, progress, recalibrate)
+                for j in group]
 
     groups = ([local] if local else []) + [[j] for j in remote]
     with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:

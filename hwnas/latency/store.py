@@ -1,8 +1,9 @@
 """The run's measurement store: one Parquet table, `runs/<name>/measurements.parquet`.
 
 One row per measured thing on one device: a subnet (`kind="subnet"`, with the flat arch columns),
-a single block for lookup tables (`kind="block"`), or a reference model such as a timm network
-(`kind="model"`). Columns: identity (`device`, `kind`, `key`), the arch's flat columns (-1 when
+a single block for lookup tables (`kind="block"`), a reference model such as a timm network
+(`kind="model"`), or the profiler's reference subnet, whose latency is the device's anchor in this
+run (`kind="reference"`, see `hwnas.devices.anchors`). Columns: identity (`device`, `kind`, `key`), the arch's flat columns (-1 when
 not a subnet), `params`, `macs`, the `LatencyStats` fields (`corrected_ms` is what predictors
 learn), how they were taken, and `block` (JSON of a block's description) / `meta` (JSON).
 
@@ -30,7 +31,7 @@ from hwnas.space import FLAT_COLUMNS, Arch
 __all__ = ["MEASUREMENTS", "MeasurementStore", "read_measurements", "stats_row"]
 
 MEASUREMENTS = "measurements.parquet"
-KINDS = ("subnet", "block", "model")
+KINDS = ("subnet", "block", "model", "reference")
 _STAT_COLUMNS = ("median_ms", "mean_ms", "std_ms", "p90_ms", "p99_ms", "min_ms", "n", "warmup", "cv",
                  "corrected_ms", "ref_median_ms", "rounds", "backend", "threads", "batch", "precision",
                  "resolution", "host", "timer")

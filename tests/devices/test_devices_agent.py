@@ -157,6 +157,20 @@ def test_agent_device_by_name_and_unknown_name(agent, token_file, onnx_models):
         eager.measure(onnx_models["m2"], **FAST)
 
 
+def test_agent_serves_openvino_by_converting_the_onnx(agent, token_file, onnx_models):
+    """OpenVINO devices are served from the ONNX bytes a client sends (the agent converts them)."""
+    from hwnas.devices import get_device
+
+    if reason := get_device("cpu-openvino").available():
+        pytest.skip(reason)
+    backend = remote("ov", agent.port, token_file, device="cpu-openvino").backend_impl()
+    assert backend.available() is None
+    res = backend.measure_many({k: onnx_models[k] for k in ("m0", "m5")}, onnx_models["ref"], **FAST_MANY)
+    assert set(res) == {"m0", "m5"}
+    assert all(s.backend == "openvino" and s.n == 8 and s.ratio > 0 for s in res.values())
+    assert "openvino" in res["m0"].versions
+
+
 # -- refusals -------------------------------------------------------------------------------
 def test_wrong_token_is_refused(agent, tmp_path, onnx_models):
     wrong = tmp_path / "wrong.token"

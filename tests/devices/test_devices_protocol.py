@@ -125,3 +125,18 @@ def test_measure_many_on_onnxruntime(tiny_net, make_net, example_input, tmp_path
     assert res["big"].corrected_ms > 2 * s.corrected_ms
     assert res["big"].n == 24 and len(res["big"].ref_ms) == 30
     assert res["big"].threads == 1 and res["big"].backend == "onnxruntime"
+
+
+def test_later_rounds_rewarm_briefly_and_anchor_sets_the_scale():
+    machine = Machine()
+    cand, ref = FakeRunner(machine, 3.0), FakeRunner(machine, 1.0)
+    res = measure_many({"c": cand}, ref, rounds=4, runs=10, warmup_runs=5, warmup_s=0.0,
+                       rewarm_runs=2, ref_runs=5, anchor_ms=2.0)["c"]
+    assert cand.calls == (5 + 10) + 3 * (2 + 10)  # full warm-up once, then 2 runs per round
+    assert res.warmup == 5 and res.n == 40
+    assert res.ref_median_ms == 2.0 and res.corrected_ms == pytest.approx(2.0 * res.ratio)
+    assert res.ratio == pytest.approx(3.0, rel=0.05)
+    with pytest.raises(InputError, match="anchor_ms"):
+        measure_many({"c": cand}, ref, anchor_ms=0.0)
+    rescaled = res.rescaled(4.0)
+    assert rescaled.ratio == pytest.approx(res.ratio) and rescaled.corrected_ms == pytest.approx(4 * res.ratio)

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 from safetensors.torch import load_file
 
 from hwnas.supernet.checkpoint import load_checkpoint, load_checkpoint_meta

@@ -15,8 +15,9 @@ first request of a session only its hash travels. (A built-in reference would ma
 incomparable with the client's other devices, which normalise by the client's reference.)
 
 Backends whose artifact is ONNX (onnxruntime) run the received file as is. Another backend is
-served once it offers `compile_onnx(artifact, workdir) -> Artifact` (OpenVINO: convert the ONNX;
-TensorRT: build an engine from it); without that hook its devices are refused with the reason.
+served when it offers `compile_onnx(artifact, workdir) -> Artifact`: OpenVINO converts the ONNX to
+IR, TensorRT builds an engine from it (a Jetson's agent serves `trt`). Backends without that hook
+(PyTorch eager, ExecuTorch, LiteRT: they compile from the PyTorch module) are refused with the reason.
 
 One measurement at a time: requests queue on one lock, because two timings on the same cores
 ruin both. Validating and loading models happen under the lock too (they are CPU work).

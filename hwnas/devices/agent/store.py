@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from hwnas.devices.agent.wire import OnnxInput, Refusal, check_onnx, sha256
-from hwnas.fileio import atomic_write_bytes, atomic_write_json
+from hwnas.fileio import atomic_write_bytes, atomic_write_json, state_dir
 
 __all__ = ["ModelStore", "ResultStore", "default_state_dir"]
 
 
 def default_state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
-    return Path(base) / "hwnas" / "agent"
+    return state_dir() / "agent"
 
 
 class ModelStore:

@@ -75,6 +75,7 @@ class ProtocolOptions(BaseModel):
     runs: int | None = Field(None, ge=1, le=100_000)
     warmup_runs: int | None = Field(None, ge=0, le=100_000)
     warmup_s: float | None = Field(None, ge=0, le=600)
+    rewarm_runs: int | None = Field(None, ge=0, le=100_000)
     ref_runs: int | None = Field(None, ge=1, le=100_000)
     ref_warmup_runs: int | None = Field(None, ge=0, le=100_000)
     seed: int | None = None

@@ -1,0 +1,74 @@
+"""Anchors: the calibrated latency of the reference model on a device, which turns drift-free
+ratios into milliseconds (``corrected_ms = ratio * anchor_ms``, see `hwnas.devices.protocol`).
+
+Why a calibrated number instead of each session's own reference median: the ratio survives
+drift, but a session's reference median carries the machine's state of that moment into every
+number of the session. On this 2-core VM two profiling passes over the same 30 subnets (ONNX
+Runtime) had reference medians 2-4% apart while their ratios agreed to 1% (median).
+
+Scope:
+  - a run keeps one anchor per device: a ``kind="reference"`` row in its measurement store (the
+    reference measured as a candidate, with the full protocol). Resumed profiling, verification
+    of search winners and export all measure on the scale the run's predictor learned;
+  - new runs take the host's anchor from the anchor book, ``$XDG_STATE_HOME/hwnas/anchors.json``
+    (or ``$HWNAS_STATE_DIR/anchors.json``), keyed by everything that changes the reference's
+    latency: device, backend, threads, batch, precision, host, runtime versions, the reference
+    arch and the number of classes. So runs on one host share one scale. The first run with a
+    new key calibrates it; ``hwnas profile --recalibrate`` measures a fresh anchor for new runs.
+  - remote agents are calibrated per run (the book is for this host's devices).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any, Mapping
+
+from hwnas.devices.stats import LatencyStats
+from hwnas.errors import ConfigError
+from hwnas.fileio import atomic_write_json, state_dir
+
+__all__ = ["AnchorBook", "anchor_key"]
+
+_FORMAT = "hwnas-anchors/1"
+
+
+def anchor_key(how: Mapping[str, Any], reference_id: str, n_classes: int) -> tuple[str, dict[str, Any]]:
+    """(key, what it stands for) for a reference runner's `how()` on this host."""
+    what = {k: how.get(k) for k in ("device", "backend", "threads", "batch", "precision", "resolution",
+                                    "host", "versions")}
+    what.update(reference=reference_id, n_classes=int(n_classes))
+    blob = json.dumps(what, sort_keys=True).encode()
+    return hashlib.sha1(blob).hexdigest()[:16], what
+
+
+class AnchorBook:
+    """The host's anchors: one JSON file, rewritten atomically on every change."""
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path is not None else state_dir() / "anchors.json"
+        self._lock = threading.Lock()
+
+    def _read(self) -> dict[str, Any]:
+        if not self.path.exists():
+            return {}
+        try:
+            data = json.loads(self.path.read_text())
+            if data.get("format") != _FORMAT or not isinstance(data.get("anchors"), dict):
+                raise ValueError(f"not an {_FORMAT} file")
+            return data["anchors"]
+        except (OSError, ValueError, AttributeError) as err:
+            raise ConfigError(f"anchor book {self.path} is unreadable ({err}); delete it and the "
+                              f"next profile recalibrates") from None
+
+    def get(self, key: str) -> LatencyStats | None:
+        entry = self._read().get(key)
+        return None if entry is None else LatencyStats.from_dict(entry["stats"])
+
+    def put(self, key: str, stats: LatencyStats, what: Mapping[str, Any]) -> None:
+        with self._lock:
+            anchors = self._read()
+            anchors[key] = {"anchor_ms": stats.median_ms, "what": dict(what), "stats": stats.to_dict()}
+            atomic_write_json(self.path, {"format": _FORMAT, "anchors": anchors})
