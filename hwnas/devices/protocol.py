@@ -38,9 +38,12 @@ Backends only compile and load (`hwnas.devices.base`); this module is the one pl
    A candidate's first block warms up fully (item 3); its later blocks re-warm with
    `rewarm_runs` runs only (allocator and kernels are warm; this refreshes caches), which makes
    many short rounds cheap. Many rounds matter more than many runs: on this VM, 9 rounds of 10
-   runs halved the pass-to-pass disagreement of 3 rounds (ORT, 30 subnets: 2.4% -> 0.9%), while
-   3 rounds of 20 runs did not help - the noise is the machine's state from second to second,
-   which only more, separate looks average out.
+   runs cut the pass-to-pass disagreement of the ratio of 3 rounds (ORT, 30 subnets: 2.4% ->
+   0.9% median), while 5 rounds of 20 runs did not help - the noise is the machine's state from
+   second to second, which only more, separate looks average out. With the default 15 rounds and
+   the host's anchor, two processes agreed to 1.5% (ORT), 1.7% (OpenVINO), 1.4% (ExecuTorch) and
+   2.8% (PyTorch eager) median, where raw medians disagreed by 5-13%
+   (experiments/results/devices.json).
    Raw statistics pool the candidate's samples over all rounds (n = rounds * runs);
    `LatencyStats.ratio` is the latency relative to the reference.
 
