@@ -12,7 +12,8 @@ Backends only compile and load (`hwnas.devices.base`); this module is the one pl
 3. **Warm-up.** Before every timed block: at least `warmup_runs` runs *and* at least `warmup_s`
    seconds, whichever takes longer, so small models warm for long enough and large ones still
    get several runs (allocator, caches, JIT kernel selection, CPU frequency).
-4. **Timing.** CPU: `time.perf_counter_ns` around each single inference. GPU: the runner's own
+4. **Timing.** CPU: `time.perf_counter_ns` around each single inference, with Python's garbage
+   collector paused during the timed runs (as `timeit` does). GPU: the runner's own
    `time_once` - CUDA events recorded on the work's stream after a synchronize, waiting for the
    end event. One sample = one inference at the device's batch size.
 5. **Statistics** (`LatencyStats`): median, mean, std (ddof=1), p90, p99 (linear interpolation),
@@ -53,6 +54,7 @@ Failures are never dropped: a candidate whose run raises stops the measurement w
 
 from __future__ import annotations
 
+import gc
 import random
 import statistics
 import time
@@ -85,7 +87,13 @@ def _timed_block(runner: Runner, prepared: object, runs: int, warmup_runs: int,
     while warm < warmup_runs or time.perf_counter() - start < warmup_s:
         runner.time_once(prepared)  # time_once (not invoke): GPU runners sync per call
         warm += 1
-    return [runner.time_once(prepared) for _ in range(runs)], warm
+    collecting = gc.isenabled()
+    gc.disable()  # as timeit does: a collection inside one timed run is not the model's time
+    try:
+        return [runner.time_once(prepared) for _ in range(runs)], warm
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class _Inputs:

@@ -140,3 +140,17 @@ def test_later_rounds_rewarm_briefly_and_anchor_sets_the_scale():
         measure_many({"c": cand}, ref, anchor_ms=0.0)
     rescaled = res.rescaled(4.0)
     assert rescaled.ratio == pytest.approx(res.ratio) and rescaled.corrected_ms == pytest.approx(4 * res.ratio)
+
+
+def test_garbage_collection_is_paused_only_while_timing():
+    import gc
+
+    class Recording(FakeRunner):
+        def time_once(self, prepared) -> float:
+            self.seen = getattr(self, "seen", []) + [gc.isenabled()]
+            return super().time_once(prepared)
+
+    runner = Recording(Machine(), 1.0)
+    assert gc.isenabled()
+    measure(runner, runs=5, warmup_runs=3, warmup_s=0.0)
+    assert runner.seen == [True] * 3 + [False] * 5 and gc.isenabled()
