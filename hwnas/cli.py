@@ -169,14 +169,17 @@ def devices_list(devices_file: Optional[Path] = DevicesOpt,
 @devices_app.command("show")
 def devices_show(name: str = typer.Argument(..., help="Device name."),
                  devices_file: Optional[Path] = DevicesOpt) -> None:
-    """One device's settings, availability and runtime versions, as JSON."""
+    """One device's settings, availability, runtime versions and this host's anchors, as JSON."""
     from hwnas.devices import get_backend, get_device
+    from hwnas.devices.anchors import AnchorBook
 
     device = get_device(name, devices_file)
     backend = get_backend(name, devices_file)
     reason = backend.available()
+    book = AnchorBook()
     info = {**device.model_dump(mode="json"), "available": reason is None, "reason": reason,
-            "versions": backend.versions() if reason is None else {}}
+            "versions": backend.versions() if reason is None else {},
+            "anchors": {"book": str(book.path), "entries": book.entries(device.name)}}
     typer.echo(json.dumps(info, indent=2))
 
 

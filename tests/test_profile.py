@@ -194,6 +194,14 @@ def test_runs_share_the_hosts_anchor_and_keep_their_own(tmp_path, tiny_supernet,
     rows = read_measurements(a.run_dir, device="cpu-ort", kind="subnet")
     assert len(rows) == 3 and (rows["ref_median_ms"] == anchor).all()
 
+    import json
+
+    shown = subprocess.run([sys.executable, "-m", "hwnas", "devices", "show", "cpu-ort"], capture_output=True,
+                           text=True, timeout=120, env={**ENV, "HWNAS_STATE_DIR": str(tmp_path / "state")})
+    entries = json.loads(shown.stdout)["anchors"]["entries"]
+    assert [e["anchor_ms"] for e in entries] == [fresh] and entries[0]["calibrated_at"]
+    assert entries[0]["threads"] == 1 and entries[0]["n_classes"] == 10
+
 
 def test_a_damaged_anchor_book_is_one_line_and_kept(tmp_path, tiny_supernet):
     state = tmp_path / "state"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -67,8 +68,14 @@ class AnchorBook:
         entry = self._read().get(key)
         return None if entry is None else LatencyStats.from_dict(entry["stats"])
 
+    def entries(self, device: str) -> list[dict[str, Any]]:
+        """This host's anchors of one device (for `hwnas devices show`), without the raw stats."""
+        return [{"key": key, "anchor_ms": e["anchor_ms"], "calibrated_at": e.get("calibrated_at"), **e["what"]}
+                for key, e in self._read().items() if e["what"].get("device") == device]
+
     def put(self, key: str, stats: LatencyStats, what: Mapping[str, Any]) -> None:
         with self._lock:
             anchors = self._read()
-            anchors[key] = {"anchor_ms": stats.median_ms, "what": dict(what), "stats": stats.to_dict()}
+            anchors[key] = {"anchor_ms": stats.median_ms, "what": dict(what), "stats": stats.to_dict(),
+                            "calibrated_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
             atomic_write_json(self.path, {"format": _FORMAT, "anchors": anchors})
