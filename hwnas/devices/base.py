@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from hwnas.devices.device import Device
 
-__all__ = ["Artifact", "Runner", "Backend", "one_line"]
+__all__ = ["Artifact", "Runner", "Backend", "OnnxBuiltBackend", "one_line"]
 
 
 def one_line(err: BaseException) -> str:
@@ -298,6 +298,21 @@ class Backend(ABC):
     @abstractmethod
     def _load(self, artifact: Artifact) -> Runner:
         """Create the runner; it must apply and verify the device's threads."""
+
+
+class OnnxBuiltBackend(Backend):
+    """A backend whose artifact is built from an ONNX model (OpenVINO IR, TensorRT engine), so a
+    device agent, which receives only ONNX, can serve it through `compile_onnx`."""
+
+    def compile_onnx(self, artifact: Artifact, workdir: str | Path) -> Artifact:
+        """This backend's artifact from an ONNX artifact (the agent's hook)."""
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        return self._from_onnx(Path(artifact.path), artifact.input_shape, workdir)
+
+    @abstractmethod
+    def _from_onnx(self, onnx_path: Path, shape: tuple[int, ...], workdir: Path) -> Artifact:
+        """Build the artifact from `onnx_path` (input `shape`) into `workdir`."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(device={self.device.name!r})"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from hwnas.devices.base import Artifact, Backend, Runner
+from hwnas.devices.base import Artifact, OnnxBuiltBackend, Runner
 from hwnas.devices.onnx_export import export_onnx
 from hwnas.errors import DeviceError
 
@@ -28,7 +28,7 @@ __all__ = ["OpenVinoBackend", "OpenVinoRunner"]
 _HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
 
 
-class OpenVinoBackend(Backend):
+class OpenVinoBackend(OnnxBuiltBackend):
     name = "openvino"
     artifact_format = "openvino-ir"
     requires = ("openvino",)
@@ -45,11 +45,6 @@ class OpenVinoBackend(Backend):
 
     def _compile(self, module: nn.Module, x: torch.Tensor, workdir: Path) -> Artifact:
         return self._from_onnx(export_onnx(module, x, workdir / "model.onnx"), tuple(x.shape), workdir)
-
-    def compile_onnx(self, artifact: Artifact, workdir: Path) -> Artifact:
-        """IR from an ONNX artifact: how a device agent, which receives only ONNX, serves it."""
-        Path(workdir).mkdir(parents=True, exist_ok=True)
-        return self._from_onnx(Path(artifact.path), artifact.input_shape, Path(workdir))
 
     def _from_onnx(self, onnx_path: Path, shape: tuple[int, ...], workdir: Path) -> Artifact:
         ov = self._require("openvino")

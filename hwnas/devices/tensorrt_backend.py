@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from hwnas.devices.base import Artifact, Backend, Runner
+from hwnas.devices.base import Artifact, OnnxBuiltBackend, Runner
 from hwnas.devices.onnx_export import INPUT_NAME, export_onnx
 from hwnas.errors import DeviceError
 
@@ -36,7 +36,7 @@ __all__ = ["TensorRtBackend", "TensorRtRunner"]
 _WORKSPACE = 1 << 30
 
 
-class TensorRtBackend(Backend):
+class TensorRtBackend(OnnxBuiltBackend):
     name = "tensorrt"
     artifact_format = "tensorrt-engine"
     requires = ("tensorrt",)
@@ -55,12 +55,6 @@ class TensorRtBackend(Backend):
     def _compile(self, module: nn.Module, x: torch.Tensor, workdir: Path) -> Artifact:
         onnx_path = export_onnx(module, x, workdir / "model.onnx", precision=self.device.precision)
         return self._from_onnx(onnx_path, tuple(x.shape), workdir)
-
-    def compile_onnx(self, artifact: Artifact, workdir: Path) -> Artifact:
-        """Engine from an ONNX artifact (fp16 devices: an fp16 graph): how a device agent on a
-        Jetson or GPU server, which receives only ONNX, serves this device."""
-        Path(workdir).mkdir(parents=True, exist_ok=True)
-        return self._from_onnx(Path(artifact.path), artifact.input_shape, Path(workdir))
 
     def _from_onnx(self, onnx_path: Path, shape: tuple[int, ...], workdir: Path) -> Artifact:
         import torch

@@ -159,6 +159,7 @@ class _Exporter:
         self.progress, self.total, self.done = progress, _STEPS, 0
         self._tmp = Path(tempfile.mkdtemp(prefix="hwnas-export-"))
         self._reference: Runner | None = None
+        self._anchor_ms: float | None = None
         self._loaded: tuple[Any, dict[str, Any], Any, Any] | None = None
 
     def __enter__(self) -> _Exporter:
@@ -294,7 +295,6 @@ class _Exporter:
                  ) -> dict[str, Any]:
         """Measured (drift-corrected, beside the profiler's reference), profiled and predicted."""
         from hwnas.devices import measure_many
-        from hwnas.latency.profiler import run_anchor
 
         out: dict[str, Any] = {"measured": None,
                                "predicted_ms": cand.predicted_latency_ms(self.device.name),
@@ -306,9 +306,8 @@ class _Exporter:
             out["note"] = "not measured (measure=False)"
         else:
             try:
-                # on the run's scale (its anchor) when the device was profiled in this run
-                anchor = run_anchor(self.run.run_dir, self.device.name, self.run.space)
-                stats = measure_many({arch.id: runner}, self._reference_runner(), anchor_ms=anchor,
+                reference = self._reference_runner()  # also reads the run's anchor
+                stats = measure_many({arch.id: runner}, reference, anchor_ms=self._anchor_ms,
                                      **self.protocol.kwargs())[arch.id]
             except HwnasError as err:
                 report.add({"name": "latency", "passed": False, "detail":
@@ -324,12 +323,15 @@ class _Exporter:
         return out
 
     def _reference_runner(self) -> Runner:
-        """The profiler's reference subnet on this device, compiled once per session."""
+        """The profiler's reference subnet on this device, compiled once per session, and the
+        run's anchor for the device (`_anchor_ms`: measurements land on the scale the run's
+        predictor learned; None when the device was never profiled in this run)."""
         if self._reference is None:
             import torch
 
-            from hwnas.latency.profiler import build_timing_subnet, reference_arch
+            from hwnas.latency.profiler import build_timing_subnet, reference_arch, run_anchor
 
+            self._anchor_ms = run_anchor(self.run.run_dir, self.device.name, self.run.space)
             ref = reference_arch(self.run.space)
             self._reference = self.backend.compile_and_load(
                 build_timing_subnet(ref, self.run.n_classes), torch.zeros(1, 3, ref.r, ref.r),

@@ -8,8 +8,9 @@ always including the space's min and max.
 How: each subnet is compiled by the device's backend (the same `compile` that export uses) and
 timed with the drift-corrected protocol (`hwnas.devices.protocol.measure_many`) beside a fixed
 reference subnet, and put in milliseconds with the device's anchor (`hwnas.devices.anchors`): the
-reference's calibrated latency, the same for every measurement of the device in the run. Each result is appended to the store as soon as it is measured, so a crash loses
-at most the subnet in flight and a rerun skips everything already measured. Local devices are
+reference's calibrated latency, the same for every measurement of the device in the run. Each
+result is appended to the store as soon as it is measured, so a crash loses at most the subnet
+in flight and a rerun skips everything already measured. Local devices are
 profiled one after another (two timing jobs on one machine spoil both); remote agents run in
 parallel, each on its own machine.
 """

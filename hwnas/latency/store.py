@@ -3,9 +3,10 @@
 One row per measured thing on one device: a subnet (`kind="subnet"`, with the flat arch columns),
 a single block for lookup tables (`kind="block"`), a reference model such as a timm network
 (`kind="model"`), or the profiler's reference subnet, whose latency is the device's anchor in this
-run (`kind="reference"`, see `hwnas.devices.anchors`). Columns: identity (`device`, `kind`, `key`), the arch's flat columns (-1 when
-not a subnet), `params`, `macs`, the `LatencyStats` fields (`corrected_ms` is what predictors
-learn), how they were taken, and `block` (JSON of a block's description) / `meta` (JSON).
+run (`kind="reference"`, see `hwnas.devices.anchors`). Columns: identity (`device`, `kind`,
+`key`), the arch's flat columns (-1 when not a subnet), `params`, `macs`, the `LatencyStats`
+fields (`corrected_ms` is what predictors learn), how they were taken, and `block` (JSON of a
+block's description) / `meta` (JSON).
 
 Appends are atomic (write the whole table to a temp file, rename): a crash leaves the table as it
 was before the last append, never half-written. `(device, kind, key)` is unique: profiling skips

@@ -56,7 +56,7 @@ from hwnas.devices.agent.wire import (
     decode_frames,
     read_token,
 )
-from hwnas.devices.base import Artifact, Backend, Runner, one_line
+from hwnas.devices.base import Artifact, Backend, OnnxBuiltBackend, Runner, one_line
 from hwnas.devices.device import Device
 from hwnas.devices.protocol import measure, measure_many
 from hwnas.devices.registry import _make_device, builtin_devices, load_devices, make_backend
@@ -230,8 +230,8 @@ class Agent:
                 runner.close()
 
     def _load(self, backend: Backend, device: Device, sha: str) -> Runner:
-        """A runner for a stored model: the ONNX file itself for ONNX backends, else the
-        backend's `compile_onnx(artifact, workdir)` hook when it has one."""
+        """A runner for a stored model: the ONNX file itself for ONNX backends, else what a
+        backend built from ONNX makes of it (`OnnxBuiltBackend.compile_onnx`)."""
         spec = self.models.input(sha)
         if (spec.dtype == "float16") != (device.precision == "fp16"):
             raise Refusal(422, "measurement_failed", f"model {sha[:12]} is {spec.dtype} but "
@@ -242,10 +242,9 @@ class Agent:
         artifact = Artifact(format="onnx", path=self.models.path(sha), input_shape=spec.shape,
                             input_dtype=spec.dtype, device=device.name, backend=backend.name,
                             precision=device.precision, metadata={"sha256": sha})
-        if backend.artifact_format != "onnx":
+        if isinstance(backend, OnnxBuiltBackend):
             try:
-                artifact = backend.compile_onnx(  # type: ignore[attr-defined]
-                    artifact, self.workdir / f"{sha}-{device.name}")
+                artifact = backend.compile_onnx(artifact, self.workdir / f"{sha}-{device.name}")
             except HwnasError:
                 raise
             except Exception as err:
@@ -256,7 +255,7 @@ class Agent:
 
 def _unservable(backend: Backend) -> str | None:
     """Why the agent cannot measure ONNX models on this backend's device, or None."""
-    if backend.artifact_format != "onnx" and not hasattr(backend, "compile_onnx"):
+    if backend.artifact_format != "onnx" and not isinstance(backend, OnnxBuiltBackend):
         return (f"the {backend.name} backend cannot build from ONNX, so an agent cannot serve "
                 "it; use an onnxruntime device")
     return backend.available()
