@@ -215,3 +215,15 @@ def test_a_damaged_anchor_book_is_one_line_and_kept(tmp_path, tiny_supernet):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "anchor book" in lines[0] and "delete it" in lines[0]
     assert (state / "anchors.json").read_text() == "{not json"
+
+
+def test_an_unwritable_anchor_book_is_one_line(tmp_path, tiny_supernet):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the state folder should be")
+    env = {**ENV, "HWNAS_STATE_DIR": str(blocker / "state")}
+    proc = subprocess.run([sys.executable, "-m", "hwnas", "profile", "--device", "cpu-ort", "--run",
+                           str(tmp_path / "run"), "--samples", "1", "--supernet", str(tiny_supernet), *FAST],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot write the anchor book" in lines[0] and "HWNAS_STATE_DIR" in lines[0]

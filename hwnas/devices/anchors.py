@@ -78,4 +78,8 @@ class AnchorBook:
             anchors = self._read()
             anchors[key] = {"anchor_ms": stats.median_ms, "what": dict(what), "stats": stats.to_dict(),
                             "calibrated_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-            atomic_write_json(self.path, {"format": _FORMAT, "anchors": anchors})
+            try:
+                atomic_write_json(self.path, {"format": _FORMAT, "anchors": anchors})
+            except OSError as err:
+                raise ConfigError(f"cannot write the anchor book {self.path} ({err.strerror or err}); "
+                                  "set HWNAS_STATE_DIR to a writable folder") from None
