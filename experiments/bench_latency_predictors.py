@@ -157,6 +157,28 @@ def _transfer(label: str, source, dst: dict, sizes: list[int], repeats: int, log
     return rows
 
 
+def prediction_speed(datasets: list[dict], log, n: int = 100_000) -> dict[str, float]:
+    """CPU seconds (best of 3) for one call predicting `n` archs, per predictor kind fitted on the
+    first dataset's rows; the goal is under a second (what a search's inner loop needs)."""
+    ds = datasets[0]
+    m = SearchSpace(r_choices=tuple(range(32, 65, 4))).sample_matrix(n, 9)
+    out = {}
+    for kind in ("analytic", "lut", "hybrid", "mlp"):
+        try:
+            pred = fit_best(ds["m"], ds["y"], kinds=[kind], n_classes=ds.get("n_classes", 10))[0]
+        except Exception as err:  # a kind that cannot fit this table is reported, not fatal
+            out[kind] = f"not fitted: {err}"
+            continue
+        best = float("inf")
+        for _ in range(3):
+            t = time.process_time()
+            pred.predict(m)
+            best = min(best, time.process_time() - t)
+        out[kind] = round(best, 3)
+        log(f"  predict {n} archs with {kind}: {best:.3f} s CPU")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer datasets, sizes and repeats")
@@ -177,6 +199,8 @@ def main() -> None:
     curves = learning_curves(datasets, sizes, repeats, log)
     log("few-shot transfer: within_10 / kendall_tau / rmse_log")
     transfer = transfer_curves(datasets, [10, 20, 50], repeats, log)
+    log("prediction speed (goal: 100k archs under 1 s)")
+    speed = prediction_speed(datasets, log)
     import onnxruntime
     import torch
 
@@ -186,7 +210,7 @@ def main() -> None:
         "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
         "onnxruntime": onnxruntime.__version__,
         "datasets": [{k: v for k, v in d.items() if k not in ("m", "y")} for d in datasets],
-        "learning_curves": curves, "transfer": transfer}))
+        "learning_curves": curves, "transfer": transfer, "predict_100k_cpu_s": speed}))
     log(f"wrote {args.out} in {time.time() - t0:.0f}s")
 
 

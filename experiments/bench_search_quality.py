@@ -4,7 +4,8 @@ constraint satisfaction when the winners are measured on the device.
 The run: the MNIST supernet (a snapshot of the checkpoint given by --supernet), ~40 subnets
 profiled on `cpu-ort` (ONNX Runtime, 1 thread) with the drift-corrected protocol, the latency
 predictor `hwnas latency fit` chooses from them, and an accuracy table of --accuracy-samples
-subnets evaluated on the held-out validation split (BN recalibrated) with the 3x400 MLP fitted on it.
+subnets evaluated on the held-out validation split (BN recalibrated) with the predictor chosen on it
+by out-of-fold error.
 Every stage resumes from what the run directory already holds.
 
 (b) Hypervolume (top-1 vs latency on cpu-ort, reference point top-1 0 % / the latency budget) of
@@ -35,8 +36,8 @@ from hwnas.fileio import atomic_write_json
 from hwnas.latency.profiler import ProtocolSettings, profile
 from hwnas.latency.store import read_measurements
 from hwnas.run import open_run
-from hwnas.search.accuracy import (ACCURACY_PREDICTOR, build_accuracy_table, fit_accuracy_predictor,
-                                   load_accuracy_predictor)
+from hwnas.accuracy import (ACCURACY_PREDICTOR, build_accuracy_table, fit_accuracy_predictor,
+                            load_accuracy_predictor)
 from hwnas.search.api import run_search
 from hwnas.search.evolution import EvolutionSettings, evolution_search
 from hwnas.search.nsga2 import NSGA2Settings, nsga2_search
@@ -79,8 +80,8 @@ def prepare(args) -> tuple:
                          if done % 25 == 0 or done == total else None)
     table_s = time.perf_counter() - t
     if not (run_dir / ACCURACY_PREDICTOR).exists():
-        log("fitting the accuracy MLP (3x400)")
-        fit_accuracy_predictor(run, epochs=args.epochs)
+        log("choosing and fitting the accuracy predictor (out-of-fold)")
+        fit_accuracy_predictor(run)
     acc = load_accuracy_predictor(run_dir)
     lat = load_latency_predictor(run_dir, DEVICE, run.space.width_mult)
     measured = read_measurements(run_dir, device=DEVICE, kind="subnet")["corrected_ms"].to_numpy()
@@ -164,7 +165,6 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=40)
     ap.add_argument("--accuracy-samples", type=int, default=200)
     ap.add_argument("--bn-images", type=int, default=500)
-    ap.add_argument("--epochs", type=int, default=300)
     ap.add_argument("--calls", type=int, nargs="+", default=[1000, 5000])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--tpe-max", type=int, default=1000, help="largest N Optuna TPE runs at (it is slow)")

@@ -34,12 +34,25 @@ import numpy as np
 from hwnas.fileio import atomic_write_json
 from hwnas.latency import LookupTablePredictor
 from hwnas.latency.base import single_thread
-from hwnas.search.accuracy import MLPAccuracyPredictor
 from hwnas.search.evolution import EvolutionSettings, evolution_search
 from hwnas.search.operators import sample_mixed
 from hwnas.search.problem import Problem
 from hwnas.space import MAX_DEPTH, N_SLOTS, SearchSpace
 from hwnas.supernet.stats import stats_frame
+
+
+class MLPAccuracyPredictor:
+    """Once-for-All's accuracy predictor shape: a 3x400 ReLU MLP on the one-hot encoding (numpy)."""
+
+    def __init__(self, space: SearchSpace, weights: list[np.ndarray], biases: list[np.ndarray],
+                 y_mean: float, y_std: float):
+        self.space, self.weights, self.biases, self.y_mean, self.y_std = space, weights, biases, y_mean, y_std
+
+    def predict(self, archs) -> np.ndarray:
+        h = self.space.encode(archs, "onehot")
+        for w, b in zip(self.weights[:-1], self.biases[:-1]):
+            h = np.maximum(h @ w + b, 0.0)
+        return ((h @ self.weights[-1] + self.biases[-1])[:, 0] * self.y_std + self.y_mean).astype(np.float64)
 
 
 def _mlp(space: SearchSpace, seed: int = 0) -> MLPAccuracyPredictor:

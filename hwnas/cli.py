@@ -37,6 +37,9 @@ app.add_typer(devices_app, name="devices")
 latency_app = typer.Typer(help="Latency predictors: fit from measurements, predict, evaluate.",
                           no_args_is_help=True)
 app.add_typer(latency_app, name="latency")
+accuracy_app = typer.Typer(help="Accuracy of subnets: the measured table, the predictor, its honesty.",
+                            no_args_is_help=True)
+app.add_typer(accuracy_app, name="accuracy")
 agent_app = typer.Typer(help="Remote device agents: run one on the target, profile it from here.",
                         no_args_is_help=True)
 app.add_typer(agent_app, name="agent")
@@ -184,6 +187,13 @@ def devices_show(name: str = typer.Argument(..., help="Device name."),
 
 
 # -- latency --------------------------------------------------------------------------------
+def _check_out_file(out: Optional[Path]) -> None:
+    """--out names a file to write: refuse a folder before any work."""
+    if out is not None and out.is_dir():
+        raise InputError(f"--out {out} is a folder; give the path of a file to write (it may "
+                         "be inside that folder)")
+
+
 def _print_fit(pred, report: dict) -> None:
     m = report["chosen_metrics"]
     console.print(f"chose [bold]{report['chosen']}[/] by {report['folds']}-fold CV over {report['n_rows']} rows: "
@@ -216,6 +226,11 @@ def latency_fit(
     kinds = kind or None
     if (run is None) == (table is None):
         raise InputError("give either --run DIR --device D, or --table FILE.csv --target COLUMN --out PRED.json")
+    if classes is not None and classes < 1:
+        raise InputError(f"--classes must be at least 1, got {classes}")
+    if width_mult is not None and not 0 < width_mult < float("inf"):
+        raise InputError(f"--width-mult must be positive, got {width_mult}")
+    _check_out_file(out)
     if run is not None:
         from hwnas.run import open_run
 
@@ -245,6 +260,7 @@ def latency_predict(
     """Predict the latency of every row of a table."""
     from hwnas.latency.api import predict_table
 
+    _check_out_file(out)
     df = predict_table(predictor, table, out, column=column)
     err_console.print(f"wrote {len(df)} rows to {out}")
 
@@ -277,6 +293,7 @@ def latency_eval(
         size_list = [int(v) for v in sizes.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"--sizes must be comma-separated integers, got {sizes!r}") from None
+    _check_out_file(out)
     with tempfile.TemporaryDirectory() as tmp:
         if run is not None:
             from hwnas.latency.store import read_measurements
@@ -414,8 +431,9 @@ def supernet_stats(
 
     if classes < 1:
         raise InputError(f"--classes must be at least 1, got {classes}")
-    if not width_mult > 0:
+    if not 0 < width_mult < float("inf"):
         raise InputError(f"--width-mult must be positive, got {width_mult}")
+    _check_out_file(out)
     archs, df = read_arch_table(table, w=width_mult)
     stats = stats_frame(archs, width_mult=width_mult, n_classes=classes)
     df = df.copy()
@@ -520,8 +538,17 @@ def search_cmd(
 
     if workers < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
-    if any(ms <= 0 for ms in latency_ms):
-        raise InputError(f"--latency-ms must be positive, got {latency_ms}")
+    if any(not ms > 0 or ms == float("inf") for ms in latency_ms):
+        raise InputError(f"--latency-ms must be a positive number of ms, got {latency_ms}")
+    for flag, value in (("--population", population), ("--generations", generations),
+                        ("--trials", trials), ("--top-k", top_k),
+                        ("--accuracy-samples", accuracy_samples)):
+        if value is not None and value < 1:
+            raise InputError(f"{flag} must be at least 1, got {value}; leave it out for the default")
+    for flag, value in (("--max-macs", max_macs), ("--max-params", max_params)):
+        if value is not None and not (0 < value < float("inf")):
+            raise InputError(f"{flag} must be a positive count (e.g. 3e8), got {value:g}; leave "
+                             "it out for no limit")
     objectives = ["top1", *[f"ms:{d}" for d in device], *objective] if objective else None
     with EventProgress(err_console) as bar:
         res = run_search(run, device if len(device) > 1 else device[0],
@@ -535,20 +562,102 @@ def search_cmd(
         raise typer.Exit(1)
 
 
+def _top1_text(best: dict) -> str:
+    meas = best.get("measured_top1")
+    return f"{best['top1_pred']:.2f} / " + ("-" if meas is None else f"{meas:.2f} (test)")
+
+
 def _print_best(res) -> None:
-    table = Table("id", "arch", "top-1 % (pred)", *[f"{d} ms pred / measured" for d in res.devices],
+    table = Table("id", "arch", "top-1 % pred / measured", *[f"{d} ms pred / measured" for d in res.devices],
                   "MMACs", title=f"best subnets ({res.algo})")
     for b in res.best:
         lat = []
         for d in res.devices:
             meas = b["measured_ms"].get(d)
             lat.append(f"{b['ms_pred'][d]:.3f} / " + ("-" if meas is None else f"{meas:.3f}"))
-        table.add_row(b["id"], b["describe"], f"{b['top1_pred']:.2f}", *lat, f"{b['macs'] / 1e6:.1f}")
+        table.add_row(b["id"], b["describe"], _top1_text(b), *lat, f"{b['macs'] / 1e6:.1f}")
     console.print(table)
     if res.message:
         err_console.print(res.message, highlight=False)
     for name, path in res.paths.items():
         err_console.print(f"{name}: {path}", highlight=False)
+
+
+# -- accuracy -------------------------------------------------------------------------------
+@accuracy_app.command("build")
+def accuracy_build(
+    run: Path = typer.Option(..., "--run", "--run-dir", help="Run directory (created with the shipped supernet "
+                             "if new). Under torchrun write --run-dir: torchrun takes --run for its own --run-path."),
+    samples: int = typer.Option(1000, "--samples", help="Subnets in the table (a larger number extends it)."),
+    bn_images: int = typer.Option(500, "--bn-images", help="Training images for each subnet's BN recalibration "
+                                  "(the default is what every other evaluation in hwnas uses)."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Evaluate sampled subnets on the validation split into <run>/accuracy.csv (resumable;
+    under `torchrun --nproc_per_node N -m hwnas accuracy build ...` the ranks share the work)."""
+    import os
+
+    from hwnas.accuracy import build_accuracy_table
+    from hwnas.progress import EventProgress
+    from hwnas.run import open_run
+
+    if samples < 1 or bn_images < 1:
+        raise InputError(f"--samples and --bn-images must be at least 1, got {samples} and {bn_images}")
+    cfg = open_run(run)
+    quiet = int(os.environ.get("RANK", 0)) != 0
+    with EventProgress(err_console, disable=quiet) as bar:
+        table = build_accuracy_table(cfg, samples, seed=seed, bn_images=bn_images, progress=bar)
+    if not quiet:
+        top1 = table["top1"]
+        err_console.print(f"{run / 'accuracy.csv'}: {len(table)} subnets, val top-1 {top1.min():.2f}"
+                          f"..{top1.max():.2f}% (median {top1.median():.2f}%)", highlight=False)
+
+
+def _accuracy_report_table(report: dict) -> None:
+    cands = Table("predictor", "MAE (pts)", "RMSE", "bias", "Kendall tau", "fit s",
+                  title=f"out-of-fold ({report['folds']}-fold) on {report['table_rows']} subnets")
+    for c in report["candidates"]:
+        name = c["kind"] + (f"[{c['settings']['features']}]" if c["settings"].get("features") else "")
+        mark = " *" if c["kind"] == report["chosen"]["kind"] and c["settings"] == report["chosen"]["settings"] else ""
+        cands.add_row(name + mark, f"{c['mae']:.3f}", f"{c['rmse']:.3f}", f"{c['bias']:+.3f}",
+                      f"{c['kendall_tau']:.3f}", f"{c['seconds']:.1f}")
+    console.print(cands)
+    curve = Table("rows", "MAE", "Kendall tau", title=f"learning curve of {report['chosen']['name']}")
+    for row in report["learning_curve"]:
+        curve.add_row(str(row["rows"]), f"{row['mae']:.3f}", f"{row['kendall_tau']:.3f}")
+    console.print(curve)
+    oof = report["oof"]
+    err_console.print(f"chosen: {report['chosen']['name']}: out-of-fold MAE {oof['mae']:.3f} pts, Kendall tau "
+                      f"{oof['kendall_tau']:.3f}, {100 * oof['within_1_sigma']:.0f}% within one sigma; "
+                      f"predictions clipped to {report['clip'][0]:.2f}..{report['clip'][1]:.2f}%", highlight=False)
+
+
+@accuracy_app.command("fit")
+def accuracy_fit(run: Path = typer.Option(..., "--run", help="Run directory with an accuracy table."),
+                 seed: int = typer.Option(0, "--seed")) -> None:
+    """Choose the accuracy predictor by out-of-fold error and save it to <run>/predictors/accuracy.json."""
+    from hwnas.accuracy import ACCURACY_PREDICTOR, fit_accuracy_predictor
+    from hwnas.run import open_run
+
+    _, report = fit_accuracy_predictor(open_run(run, create=False), seed=seed)
+    _accuracy_report_table(report)
+    err_console.print(f"saved {run / ACCURACY_PREDICTOR}", highlight=False)
+
+
+@accuracy_app.command("eval")
+def accuracy_eval(run: Path = typer.Option(..., "--run", help="Run directory with an accuracy table."),
+                  seed: int = typer.Option(0, "--seed"),
+                  out: Optional[Path] = typer.Option(None, "--out", help="Write the report as JSON.")) -> None:
+    """Out-of-fold MAE, bias and Kendall tau of every predictor kind, and the learning curve
+    (nothing is saved in the run)."""
+    from hwnas.accuracy import fit_accuracy_predictor
+    from hwnas.fileio import atomic_write_json
+    from hwnas.run import open_run
+
+    _, report = fit_accuracy_predictor(open_run(run, create=False), seed=seed, save=False)
+    _accuracy_report_table(report)
+    if out:
+        atomic_write_json(out, report)
 
 
 # -- quickstart -----------------------------------------------------------------------------
@@ -588,12 +697,16 @@ def _print_quickstart(res) -> None:
     summary.add_row("latency predictor", f"{res.latency_report.get('chosen', 'reused')}"
                     + (f" (CV: {100 * rep['within_10']:.0f}% within ±10%, Kendall tau {rep['kendall_tau']:.2f})"
                        if rep else ""))
-    summary.add_row("budget", f"{res.budget_ms} ms")
+    acc = (getattr(res.search, "accuracy_report", None) or {}) if res.search is not None else {}
+    if acc.get("oof"):
+        summary.add_row("accuracy predictor", f"{acc['chosen']['name']} (out-of-fold on {acc['table_rows']} subnets: "
+                        f"MAE {acc['oof']['mae']:.2f} pts, Kendall tau {acc['oof']['kendall_tau']:.2f})")
+    summary.add_row("budget", f"{res.budget_ms} ms (accepted: measured x (1 + margin + 2 SE) within it)")
     if res.search is not None and res.search.best:
         b = res.search.best[0]
         meas = b["measured_ms"].get(s.device)
         summary.add_row("best subnet", f"{b['id']}  {b['describe']}")
-        summary.add_row("top-1 (predicted)", f"{b['top1_pred']:.2f}%")
+        summary.add_row("top-1 pred / measured", _top1_text(b) + " %")
         summary.add_row("latency pred / measured", f"{b['ms_pred'][s.device]:.3f} / "
                         + ("-" if meas is None else f"{meas:.3f}") + " ms")
         summary.add_row("front", f"{int(res.search.front['on_front'].sum())} subnets  ({res.search.paths['pareto_csv']})")
@@ -691,6 +804,16 @@ def main(argv: Optional[list[str]] = None) -> None:
         _fail(str(err), err.exit_code)
     except typer.Abort:
         _fail("aborted", 130)
+    except KeyboardInterrupt:
+        if _state["debug"]:
+            raise
+        _fail("interrupted; what was written so far is kept, and the same command resumes", 130)
+    except OSError as err:  # a path the user gave: a file for a folder, no permission, disk full
+        if _state["debug"]:
+            raise
+        if (text := _path_problem(err)) is None:
+            _unexpected(err)
+        _fail(text, 2)
     except typer.TyperException as exc:  # Typer's own usage errors (bad option, unknown command)
         if type(exc).__name__ == "NoArgsIsHelpError":
             exc.show()
@@ -698,8 +821,42 @@ def main(argv: Optional[list[str]] = None) -> None:
         ctx = getattr(exc, "ctx", None)
         where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         _fail(exc.format_message().splitlines()[0] + where, getattr(exc, "exit_code", 2))
+    except Exception as err:  # a bug: one line and the way to the traceback, not a traceback
+        if _state["debug"]:
+            raise
+        _unexpected(err)
     else:
         sys.exit(result if isinstance(result, int) else 0)
+
+
+_PATH_ERRNOS = {"ENOENT": "it does not exist", "EACCES": "permission denied",
+                "EPERM": "permission denied", "EROFS": "the file system is read-only",
+                "ENOTDIR": "a file is in the way where a folder is needed",
+                "EISDIR": "it is a folder, a file is needed", "EEXIST": "something is in the way",
+                "ENOSPC": "no space left on the device", "EDQUOT": "disk quota exceeded",
+                "ENAMETOOLONG": "the name is too long", "ELOOP": "too many symbolic links",
+                "ETXTBSY": "the file is busy"}
+
+
+def _path_problem(err: OSError) -> str | None:
+    """One line for an OSError about a path the user controls, or None for anything else."""
+    import errno
+
+    name = errno.errorcode.get(err.errno or -1, "")
+    if name not in _PATH_ERRNOS:
+        return None
+    where = err.filename if err.filename is not None else "a file"
+    fix = {"EACCES": "make it writable (or readable) or choose another path",
+           "EPERM": "make it writable (or readable) or choose another path",
+           "EROFS": "choose a path on a writable file system",
+           "ENOSPC": "free some space", "EDQUOT": "free some space"}.get(name, "check the path")
+    return f"cannot use {where}: {_PATH_ERRNOS[name]}; {fix}"
+
+
+def _unexpected(err: BaseException) -> None:
+    text = " ".join(str(err).split())[:300]
+    _fail(f"unexpected error: {type(err).__name__}{': ' + text if text else ''} (a bug in hwnas; "
+          "rerun with `hwnas --debug ...` for the traceback and report it)", 1)
 
 
 def _fail(message: str, code: int) -> None:

@@ -13,7 +13,26 @@ from pathlib import Path
 from typing import Any, Iterator
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "read_npz",
-           "state_dir"]
+           "state_dir", "file_lock", "pid_alive", "remove_stale", "scratch_prefix"]
+
+
+@contextmanager
+def file_lock(path: str | os.PathLike[str], *, blocking: bool = True) -> Iterator[Path]:
+    """An inter-process exclusive lock on `path` (created if missing), released on exit.
+
+    fcntl locks belong to the process and vanish when it dies, so a killed writer never leaves a
+    stale lock behind. `blocking=False` raises BlockingIOError when another process holds it.
+    """
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        try:
+            yield path
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 @contextmanager
@@ -23,6 +42,11 @@ def atomic_path(target: str | os.PathLike[str], suffix: str = "") -> Iterator[Pa
     `suffix` lets writers that infer the format from the extension (pandas, safetensors) see it.
     """
     target = Path(target)
+    if target.is_dir():
+        from hwnas.errors import InputError
+
+        raise InputError(f"{target} is a folder, so a file cannot be written there; give the "
+                         "path of a file")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix + ".tmp", dir=target.parent)
     os.close(fd)
@@ -62,6 +86,9 @@ def read_npz(npz: str | os.PathLike[str], owner: str | os.PathLike[str]) -> dict
     """The arrays of the .npz file beside a JSON document (`owner`), read without pickle.
 
     A missing or corrupt file is a one-line CheckpointError naming both files."""
+    import zipfile
+    import zlib
+
     import numpy as np
 
     from hwnas.errors import CheckpointError
@@ -72,7 +99,7 @@ def read_npz(npz: str | os.PathLike[str], owner: str | os.PathLike[str]) -> dict
     except FileNotFoundError:
         raise CheckpointError(f"{owner} needs its arrays file {npz}, which is missing; "
                               "copy both files together") from None
-    except (ValueError, OSError, EOFError) as err:
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
         raise CheckpointError(f"arrays file {npz} of {owner} is corrupt or not an .npz "
                               f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
 
@@ -84,3 +111,57 @@ def state_dir() -> Path:
         return Path(os.environ["HWNAS_STATE_DIR"])
     base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
     return Path(base) / "hwnas"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (on this machine). A recycled id counts as alive:
+    callers only ever skip a cleanup because of it."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale(folder: str | os.PathLike[str], pattern: str) -> list[Path]:
+    """Remove the entries of `folder` matching the regex `pattern`, whose group "pid" names a
+    process that no longer exists: what killed processes of hwnas left behind (staging folders,
+    scratch folders). Entries of live processes are kept; errors are ignored. Returns the removed."""
+    import re
+    import shutil
+
+    folder = Path(folder)
+    regex = re.compile(pattern)
+    removed = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = regex.fullmatch(entry.name)
+        if match is None or pid_alive(int(match.group("pid"))):
+            continue
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+            removed.append(entry)
+        except OSError:
+            pass
+    return removed
+
+
+_SCRATCH = r"hwnas-.+-pid(?P<pid>\d+)-[A-Za-z0-9_]+"
+
+
+def scratch_prefix(name: str) -> str:
+    """The prefix of a scratch folder in the system temp dir (`tempfile.mkdtemp(prefix=...)`):
+    ``hwnas-<name>-pid<pid>-``. A killed process cannot remove its scratch folder (compiled
+    models: ~100 MB per profile), so this first removes those of processes that are gone."""
+    remove_stale(tempfile.gettempdir(), _SCRATCH)
+    return f"hwnas-{name}-pid{os.getpid()}-"

@@ -14,11 +14,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 __all__ = ["TrainProgress", "make_progress"]
 
 
-def make_progress(console: Console | None = None) -> Progress:
+def make_progress(console: Console | None = None, disable: bool = False) -> Progress:
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TextColumn("eta"),
                     TimeRemainingColumn(), console=console,
-                    disable=os.environ.get("HWNAS_NO_PROGRESS") == "1")
+                    disable=disable or os.environ.get("HWNAS_NO_PROGRESS") == "1")
 
 
 class TrainProgress:
@@ -60,10 +60,10 @@ class EventProgress:
     """
 
     LABELS = {"accuracy": "accuracy table", "search": "search", "verify": "verify on device",
-              "fit-accuracy": "fit accuracy predictor"}
+              "verify-accuracy": "verify top-1 (test split)", "fit-accuracy": "fit accuracy predictor"}
 
-    def __init__(self, console: Console | None = None):
-        self.progress = make_progress(console)
+    def __init__(self, console: Console | None = None, disable: bool = False):
+        self.progress = make_progress(console, disable)
         self.tasks: dict[str, Any] = {}
 
     def __enter__(self) -> "EventProgress":

@@ -26,7 +26,6 @@ class QuickstartSettings:
     device: str = "cpu-ort"
     samples: int = 60  # subnets profiled for the latency predictor
     accuracy_samples: int = 100  # subnets evaluated for the accuracy predictor
-    bn_images: int = 500  # training images for each subnet's BN recalibration
     budget_ms: float | None = None  # default: 40% of the way from the fastest to the slowest profiled
     top_k: int = 3
     seed: int = 0
@@ -87,8 +86,7 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
         run.run_dir, s.device, width_mult=run.space.width_mult, n_classes=run.n_classes,
         seed=s.seed)[1] if not predictor_path.exists() else {"path": str(predictor_path), "reused": True})
     stage(f"accuracy of {s.accuracy_samples} subnets (BN-recalibrated)",
-          lambda: ensure_accuracy_predictor(run, s.accuracy_samples, seed=s.seed, progress=progress,
-                                            bn_images=s.bn_images))
+          lambda: ensure_accuracy_predictor(run, s.accuracy_samples, seed=s.seed, progress=progress))
     budget = s.budget_ms if s.budget_ms is not None else _default_budget(run.run_dir, s.device)
     res = stage(f"search the Pareto front under {budget} ms, measure the top {s.top_k}",
                 lambda: run_search(run.run_dir, s.device, budget, algo="evolution", pareto=True,

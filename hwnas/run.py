@@ -14,10 +14,10 @@ from typing import Any
 import yaml
 
 from hwnas.errors import ConfigError
-from hwnas.fileio import atomic_write_text
+from hwnas.fileio import atomic_write_text, file_lock
 from hwnas.space import SearchSpace
 
-__all__ = ["RunConfig", "open_run"]
+__all__ = ["RunConfig", "open_run", "run_lock"]
 
 CONFIG = "config.yaml"
 
@@ -46,6 +46,9 @@ def open_run(run_dir: str | Path, supernet: str | Path | None = None, create: bo
     """Open (or create) a run. An existing run keeps its supernet; naming another is an error."""
     run_dir = Path(run_dir)
     path = run_dir / CONFIG
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"run directory {run_dir} is a file; give a folder (new or made by "
+                          "`hwnas profile --run DIR`)")
     if path.exists():
         try:
             raw = yaml.safe_load(path.read_text()) or {}
@@ -65,3 +68,8 @@ def open_run(run_dir: str | Path, supernet: str | Path | None = None, create: bo
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     return cfg
+
+
+def run_lock(run_dir: str | Path, name: str):
+    """The inter-process lock that writers of `<run_dir>/<name>` take (a context manager)."""
+    return file_lock(Path(run_dir) / ".locks" / f"{name}.lock")

@@ -33,6 +33,7 @@ __all__ = [
     "SearchSpace",
     "archs_to_frame",
     "archs_from_frame",
+    "check_matrix",
     "read_arch_table",
     "write_arch_table",
 ]
@@ -274,21 +275,20 @@ class SearchSpace:
     # -- validation -----------------------------------------------------------------------
     def check(self, arch: Arch) -> str | None:
         """Why `arch` is not in this space, or None when it is."""
-        for s, depth in enumerate(arch.d):
-            if depth not in self.d_choices:
-                return f"d[{s}]={depth} is not one of {list(self.d_choices)}"
-        for i in range(N_SLOTS):
-            if not arch.used(i):
-                continue
-            if arch.ks[i] not in self.ks_choices:
-                return f"ks[{i}]={arch.ks[i]} is not one of {list(self.ks_choices)}"
-            if arch.e[i] not in self.e_choices:
-                return f"e[{i}]={arch.e[i]} is not one of {list(self.e_choices)}"
-        if arch.r not in self.r_choices:
-            return f"r={arch.r} is not one of the space's resolutions {_fmt_choices(self.r_choices)}"
+        found = check_matrix(self.to_matrix([arch]), self)
+        if found is not None:
+            return found[1]
         if arch.w != self.width_mult:
             return f"width multiplier {arch.w} differs from the space's {self.width_mult}"
         return None
+
+    @classmethod
+    def for_tables(cls, width_mult: float = 1.0) -> SearchSpace:
+        """The space arch rows are checked against when no run or space is given (tables for
+        `hwnas latency fit/predict`, `hwnas supernet stats`): Once-for-All's kernel sizes and
+        expand ratios, depths 1..4 and resolutions 16..512."""
+        return cls(ks_choices=(3, 5, 7), e_choices=(3, 4, 6), d_choices=(1, 2, 3, 4),
+                   r_choices=tuple(range(16, 513)), width_mult=width_mult)
 
     def validate(self, arch: Arch) -> Arch:
         reason = self.check(arch)
@@ -438,8 +438,67 @@ def _parse_range(text: str) -> list[int]:
 
 def _fmt_choices(values: Sequence[int]) -> str:
     if len(values) > 6:
+        steps = {b - a for a, b in zip(values, values[1:])}
+        if len(steps) == 1:  # a range: say so
+            step = steps.pop()
+            return f"{values[0]}..{values[-1]}" + (f" (step {step})" if step != 1 else "")
         return f"[{values[0]}, {values[1]}, ..., {values[-1]}]"
     return str(list(values))
+
+
+# -- the one check of arch values ----------------------------------------------------------
+#: bounds every network has, whatever its space (they also keep counts far from int64 overflow)
+MAX_KS, MAX_E, MAX_R = 31, 32, 4096
+
+
+def check_matrix(m: np.ndarray, space: SearchSpace | None = None) -> tuple[int, str] | None:
+    """The first flat row of `m` ([n, 46] ints, `FLAT_COLUMNS`) that is not a valid arch, as
+    (row index, reason like "ks[3]=9 is not one of [3, 5, 7]"), or None when all are valid.
+
+    The one check of arch values behind `SearchSpace.check`/`validate`, table reading
+    (`read_arch_table`, `archs_from_frame`: every CLI table) and `stats_frame`. With `space`,
+    depths, used slots and resolutions must be among its choices; without, only what any
+    network needs (depth 1..4, odd kernel 1..31, expand 1..32, resolution 1..4096). Within a
+    row, depths come first, then slots in order (ks before e), then r."""
+    m = np.asarray(m)
+    if m.ndim != 2 or m.shape[1] != _ROW_LEN or len(m) == 0:
+        return None
+    m = m.astype(np.int64, copy=False)
+    r, ks, e, d = m[:, 0], m[:, 1:21], m[:, 21:41], m[:, 41:46]
+    bad_d = (d < 1) | (d > MAX_DEPTH)
+    if space is not None:
+        bad_d |= ~np.isin(d, space.d_choices)
+    used = np.repeat(np.clip(d, 0, MAX_DEPTH), MAX_DEPTH, axis=1) > np.tile(np.arange(MAX_DEPTH),
+                                                                           N_STAGES)
+    if space is not None:
+        bad_ks, bad_e = ~np.isin(ks, space.ks_choices), ~np.isin(e, space.e_choices)
+        bad_r = ~np.isin(r, space.r_choices)
+    else:
+        bad_ks, bad_e = (ks < 1) | (ks > MAX_KS) | (ks % 2 == 0), (e < 1) | (e > MAX_E)
+        bad_r = (r < 1) | (r > MAX_R)
+    bad_ks &= used
+    bad_e &= used
+    # columns in reporting order: d_0..d_4, ks_0, e_0, ks_1, e_1, ..., r
+    slots = np.stack([bad_ks, bad_e], axis=2).reshape(len(m), -1)
+    bad = np.concatenate([bad_d, slots, bad_r[:, None]], axis=1)
+    rows = np.flatnonzero(bad.any(axis=1))
+    if len(rows) == 0:
+        return None
+    i = int(rows[0])
+    j = int(np.argmax(bad[i]))
+    if j < N_STAGES:
+        allowed = list(space.d_choices) if space is not None else f"1..{MAX_DEPTH}"
+        return i, f"d[{j}]={d[i, j]} is not one of {allowed}"
+    if j < N_STAGES + 2 * N_SLOTS:
+        slot, which = divmod(j - N_STAGES, 2)
+        if which == 0:
+            allowed = list(space.ks_choices) if space is not None else f"the odd sizes 1..{MAX_KS}"
+            return i, f"ks[{slot}]={ks[i, slot]} is not one of {allowed}"
+        allowed = list(space.e_choices) if space is not None else f"1..{MAX_E}"
+        return i, f"e[{slot}]={e[i, slot]} is not one of {allowed}"
+    if space is not None:
+        return i, f"r={r[i]} is not one of the space's resolutions {_fmt_choices(space.r_choices)}"
+    return i, f"r={r[i]} is not one of 1..{MAX_R}"
 
 
 # -- tables ---------------------------------------------------------------------------------
@@ -455,7 +514,8 @@ def archs_from_frame(df, space: SearchSpace | None = None, w: float | None = Non
     """Parse the flat columns of `df` into archs. Extra columns are ignored.
 
     Errors name the row (1-based, as in the data rows of the file) and the column.
-    With `space`, used slots, depths and resolution must be among its choices.
+    Used slots, depths and resolution must be among the choices of `space`, or without one of
+    `SearchSpace.for_tables(w)` (the check is `check_matrix`).
     """
     import pandas as pd
 
@@ -473,18 +533,24 @@ def archs_from_frame(df, space: SearchSpace | None = None, w: float | None = Non
         i, j = np.argwhere(bad.to_numpy())[0]
         raise TableError(f"{source} row {i + 1}, column {FLAT_COLUMNS[j]}: "
                          f"{values.iat[i, j]!r} is not an integer")
+    huge = (numeric.abs() > 2**31 - 1).to_numpy()
+    if huge.any():  # before the int64 cast, which would wrap (or raise OverflowError) on them
+        i, j = np.argwhere(huge)[0]
+        raise TableError(f"{source} row {i + 1}, column {FLAT_COLUMNS[j]}: "
+                         f"{values.iat[i, j]} is out of range")
     m = numeric.to_numpy(dtype=np.int64)
+    found = check_matrix(m, space if space is not None else SearchSpace.for_tables(w))
+    if found is not None:
+        raise TableError(f"{source} row {found[0] + 1}: {_reason_to_column(found[1])}")
+    if space is not None and len(m) and float(w) != space.width_mult:
+        raise TableError(f"{source}: width multiplier {float(w)} differs from the space's "
+                         f"{space.width_mult}")
     archs = []
     for i, row in enumerate(m):
         try:
-            arch = Arch.from_row(row.tolist(), w)
+            archs.append(Arch.from_row(row.tolist(), w))
         except InputError as err:
             raise TableError(f"{source} row {i + 1}: {err.message}") from None
-        if space is not None:
-            reason = space.check(arch)
-            if reason:
-                raise TableError(f"{source} row {i + 1}: {_reason_to_column(reason)}")
-        archs.append(arch)
     return archs
 
 

@@ -76,7 +76,7 @@ def page_pareto(files: data.RunFiles) -> None:
     front = front[front["device"].isin(shown)].copy()
     front["arch"] = [Arch.from_row(r).describe() for r in front[list(FLAT_COLUMNS)].to_numpy().tolist()]
     tooltip = ["id", "arch", alt.Tooltip(acc, format=".2f"), alt.Tooltip(lat, format=".3f"), "r", "device"]
-    tooltip += [c for c in ("macs", "params", "measured_ms") if c in front.columns]
+    tooltip += [c for c in ("top1_std", "measured_top1", "macs", "params", "measured_ms") if c in front.columns]
     base = alt.Chart(front)
     layers = [base.mark_point(filled=True, size=70).encode(
         x=alt.X(f"{lat}:Q", title="latency (ms, predicted)"),
@@ -87,13 +87,21 @@ def page_pareto(files: data.RunFiles) -> None:
         measured = front[front["measured_ms"].notna()]
         layers.append(alt.Chart(measured).mark_point(shape="diamond", size=120, color="red", filled=False).encode(
             x="measured_ms:Q", y=f"{acc}:Q", tooltip=["id", alt.Tooltip("measured_ms:Q", format=".3f")]))
+    if "measured_top1" in front.columns and front["measured_top1"].notna().any():
+        checked = front[front["measured_top1"].notna()].copy()
+        checked["x_ms"] = checked["measured_ms"].fillna(checked[lat]) if "measured_ms" in checked else checked[lat]
+        layers.append(alt.Chart(checked).mark_point(shape="triangle-up", size=110, color="black").encode(
+            x="x_ms:Q", y="measured_top1:Q",
+            tooltip=["id", alt.Tooltip("measured_top1:Q", format=".2f", title="top-1 measured (test)"),
+                     alt.Tooltip(f"{acc}:Q", format=".2f", title="top-1 predicted")]))
     budget = (settings.get("budgets_ms") or {}).get(searched[0])
     if budget:
         layers.append(alt.Chart(pd.DataFrame({"budget": [budget]})).mark_rule(
             color="orange", strokeDash=[6, 4]).encode(x="budget:Q"))
     st.altair_chart(_svg(alt.layer(*layers).interactive()), width="stretch")
-    st.caption(f"{len(front)} subnets on the front. Filled: predicted latency; red diamonds: measured "
-               "on the device; dashed line: the budget.")
+    st.caption(f"{len(front)} subnets on the front. Filled: predicted latency and top-1; red diamonds: "
+               "latency measured on the device; black triangles: top-1 measured on the test split (at the "
+               "measured latency); dashed line: the budget.")
     st.dataframe(front.drop(columns=list(FLAT_COLUMNS)), hide_index=True)
 
 
@@ -217,7 +225,8 @@ def page_training(files: data.RunFiles) -> None:
         _missing("training log for this run's supernet",
                  "hwnas train --config experiments/supernet_mnist.yaml --out runs/supernet")
         return
-    value_cols = [c for c in ("train_loss", "train_acc", "val_top1_max", "val_top1_min") if c in log.columns]
+    value_cols = [c for c in ("train_loss", "train_acc", "val_top1_max", "val_top1_mid", "val_top1_min")
+                  if c in log.columns]
     long = log.melt(id_vars=["epoch_total", "phase"], value_vars=value_cols)
     acc = long[long["variable"] != "train_loss"]
     st.altair_chart(_svg(alt.Chart(acc).mark_line(point=True).encode(
@@ -225,6 +234,10 @@ def page_training(files: data.RunFiles) -> None:
         color="variable:N", tooltip=["phase", "variable", "value"])), width="stretch")
     st.altair_chart(_svg(alt.Chart(log).mark_line(point=True).encode(
         x="epoch_total:Q", y="train_loss:Q", color="phase:N")), width="stretch")
+    per_phase = log.groupby("phase", sort=False).last().reset_index()
+    kept = [c for c in ("phase", "epoch", "val_top1_max", "val_top1_mid", "val_top1_min") if c in per_phase]
+    st.subheader("Accuracy after each phase (largest / a fixed random / smallest subnet, validation split)")
+    st.dataframe(per_phase[kept], hide_index=True)
     st.dataframe(log, hide_index=True)
 
 

@@ -55,10 +55,11 @@ Failures are never dropped: a candidate whose run raises stops the measurement w
 from __future__ import annotations
 
 import gc
+import math
 import random
 import statistics
 import time
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -208,5 +209,16 @@ def measure_many(runners: Mapping[str, Runner], reference: Runner, *, rounds: in
     return {cid: summarize(samples[cid], warmup=warm[cid],
                            corrected_ms=statistics.median(ratios[cid]) * ref_median,
                            ref_median_ms=ref_median, ref_ms=near[cid], rounds=rounds,
-                           **runners[cid].how())
+                           rel_se=median_rel_se(ratios[cid]), **runners[cid].how())
             for cid in ids}
+
+
+def median_rel_se(values: Sequence[float]) -> float:
+    """Relative standard error of the median of `values` (1.2533 sigma / sqrt(n) for normal
+    noise, with sigma from the MAD so one disturbed round does not inflate it)."""
+    if len(values) < 2:
+        return 0.0
+    a = np.asarray(values, dtype=np.float64)
+    med = float(np.median(a))
+    sigma = 1.4826 * float(np.median(np.abs(a - med)))
+    return 1.2533 * sigma / math.sqrt(len(a)) / med if med > 0 else 0.0

@@ -36,6 +36,9 @@ class LatencyStats:
     ref_median_ms: float | None = None  # the anchor: reference latency that scales ratio to ms
     ref_ms: list[float] = field(default_factory=list)  # reference timings next to this candidate
     rounds: int = 1
+    # relative standard error of corrected_ms, from the spread of its per-round ratios (0 when
+    # measured in one round): how far a second session may plausibly land from this one
+    rel_se: float = 0.0
     # how the numbers were taken
     device: str = ""
     backend: str = ""

@@ -37,7 +37,7 @@ from hwnas.export.manifest import (VERIFY_JSON, check_destination, publish, stag
 from hwnas.export.resolve import Candidate, pareto_members, resolve_subnet
 from hwnas.export.verify import (Report, VerificationError, compare, input_dependence, run_batched,
                                  tolerance_for)
-from hwnas.fileio import atomic_write_json
+from hwnas.fileio import atomic_write_json, scratch_prefix
 
 if TYPE_CHECKING:
     from hwnas.devices.base import Artifact, Runner
@@ -50,7 +50,6 @@ ProgressFn = Callable[[int, int, str], Any]  # progress(done, total, message)
 WEIGHTS = "weights.safetensors"
 ONNX = "model.onnx"
 _STEPS = 6  # recalibrate, evaluate, compile, verify, measure, write
-_BN_IMAGES = 1000  # evaluate_subnets' default: the accuracy table's calibration set
 _TRT_MAX_BATCH = 8
 _TRT_CALIB_IMAGES = 128
 _ONNX_CHECK = "onnx (onnxruntime cpu)"  # the extra check of model.onnx beside the device artifact
@@ -157,7 +156,7 @@ class _Exporter:
             protocol = ProtocolSettings()
         self.protocol = protocol
         self.progress, self.total, self.done = progress, _STEPS, 0
-        self._tmp = Path(tempfile.mkdtemp(prefix="hwnas-export-"))
+        self._tmp = Path(tempfile.mkdtemp(prefix=scratch_prefix("export")))
         self._reference: Runner | None = None
         self._anchor_ms: float | None = None
         self._loaded: tuple[Any, dict[str, Any], Any, Any] | None = None
@@ -178,12 +177,12 @@ class _Exporter:
     def _supernet(self) -> tuple[Any, dict[str, Any], Any, Any]:
         """(supernet, its meta, loaders, BN calibration loader), loaded on first use."""
         if self._loaded is None:
-            from hwnas.supernet.data import build_loaders, calibration_loader
+            from hwnas.supernet.data import BN_IMAGES, build_loaders, calibration_loader
             from hwnas.supernet.pretrained import data_config_of, load_supernet
 
             model, meta = load_supernet(self.run.supernet)
             loaders = build_loaders(data_config_of(meta))
-            n = (_BN_IMAGES if self.calib_batches is None
+            n = (BN_IMAGES if self.calib_batches is None
                  else self.calib_batches * loaders.train.batch_size)
             calib = calibration_loader(loaders.train, n_images=n, seed=0)
             self._loaded = (model, meta, loaders, calib)

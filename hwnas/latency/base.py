@@ -266,11 +266,15 @@ def load_predictor(path: str | Path) -> LatencyPredictor:
     path = Path(path)
     if not path.exists():
         raise InputError(f"latency predictor {path} does not exist")
+    def no_nan(constant: str) -> Any:
+        raise ValueError(f"{constant} is not a number a saved predictor can hold")
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=no_nan)
+    except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
         raise CheckpointError(f"{path} is not a latency predictor (not valid JSON: "
-                              f"{str(err).splitlines()[0]})") from None
+                              f"{str(err).splitlines()[0]}); refit it with `hwnas latency fit`"
+                              ) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not an hwnas latency predictor (no \"format\": "
                               f"\"{FORMAT}\"); write one with `hwnas latency fit`")
@@ -278,6 +282,11 @@ def load_predictor(path: str | Path) -> LatencyPredictor:
         raise CheckpointError(f"{path} is a version {doc.get('version')} latency predictor; this "
                               f"hwnas reads version {VERSION}; refit it with `hwnas latency fit`")
     arrays = read_npz(path.parent / str(doc["arrays"]), path) if doc.get("arrays") else {}
+    for name, array in arrays.items():  # NaN weights would make every prediction NaN
+        if array.dtype.kind in "fc" and not np.isfinite(array).all():
+            raise CheckpointError(f"arrays file {doc['arrays']} of {path} holds NaN or infinite "
+                                  f"values in '{name}'; the predictor is damaged: refit it with "
+                                  "`hwnas latency fit`")
     try:
         return LatencyPredictor.from_dict(doc, arrays)
     except (KeyError, TypeError, ValueError, IndexError) as err:

@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hwnas.errors import DeviceError, InputError
+from hwnas.fileio import scratch_prefix
 from hwnas.latency.store import MeasurementStore, stats_row
 from hwnas.run import RunConfig
 from hwnas.space import Arch, SearchSpace
@@ -218,7 +219,7 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
     if total == 0:
         return summary
 
-    with tempfile.TemporaryDirectory(prefix=f"hwnas-{job.device}-") as work:
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix(job.device)) as work:
         work = Path(work)
         ref = reference_arch(space)
         ref_artifact = backend.compile(build_timing_subnet(ref, n_classes), torch.zeros(1, 3, ref.r, ref.r),

@@ -34,7 +34,7 @@ __all__ = ["MEASUREMENTS", "MeasurementStore", "read_measurements", "stats_row"]
 MEASUREMENTS = "measurements.parquet"
 KINDS = ("subnet", "block", "model", "reference")
 _STAT_COLUMNS = ("median_ms", "mean_ms", "std_ms", "p90_ms", "p99_ms", "min_ms", "n", "warmup", "cv",
-                 "corrected_ms", "ref_median_ms", "rounds", "backend", "threads", "batch", "precision",
+                 "corrected_ms", "ref_median_ms", "rounds", "rel_se", "backend", "threads", "batch", "precision",
                  "resolution", "host", "timer")
 _REQUIRED = ("device", "kind", "key", "corrected_ms", "median_ms", *FLAT_COLUMNS)
 
@@ -59,7 +59,9 @@ def stats_row(device: str, kind: str, key: str, stats: LatencyStats, *, arch: Ar
 
 
 class MeasurementStore:
-    """Thread-safe, append-only access to a run's measurements."""
+    """Append-only access to a run's measurements, safe across threads and processes: every
+    append re-reads the store under an inter-process lock, so two `hwnas profile` on one run
+    never lose each other's rows."""
 
     def __init__(self, run_dir: str | Path):
         self.path = Path(run_dir) / MEASUREMENTS
@@ -82,7 +84,9 @@ class MeasurementStore:
         new = pd.DataFrame(list(rows))
         if new.empty:
             return 0
-        with self._lock:
+        from hwnas.run import run_lock
+
+        with self._lock, run_lock(self.path.parent, MEASUREMENTS):
             old = self.read()
             if not old.empty:
                 seen = set(zip(old["device"], old["kind"], old["key"]))

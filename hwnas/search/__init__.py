@@ -1,17 +1,16 @@
 """Search the supernet for the accuracy/latency Pareto front of a device.
 
-`run_search` is the whole stage (what ``hwnas search`` calls). The parts: the accuracy table and
-predictor (`accuracy`), the problem definition over predictors (`problem`), vectorised operators
+`run_search` is the whole stage (what ``hwnas search`` calls). The parts: the problem definition over predictors (`problem`), vectorised operators
 on the int matrix (`operators`), Once-for-All's constrained evolution (`evolution`), NSGA-II
 (`nsga2`), Optuna samplers with shared storage (`optuna_search`), Pareto/hypervolume helpers
-(`pareto`) and verification on the real device (`verify`).
+(`pareto`) and verification on the real device (`verify`). Accuracy tables and predictors live
+in `hwnas.accuracy`.
 """
 
 from __future__ import annotations
 
-from hwnas.search.accuracy import (MLPAccuracyPredictor, build_accuracy_table, fit_accuracy_predictor,
-                                   load_accuracy_predictor, read_accuracy_table, regression_metrics)
-from hwnas.search.api import ALGORITHMS, SearchResult, ensure_accuracy_predictor, run_search
+from hwnas.accuracy import ensure_accuracy_predictor
+from hwnas.search.api import ALGORITHMS, SearchResult, run_search
 from hwnas.search.evolution import EvolutionSettings, evolution_search
 from hwnas.search.nsga2 import NSGA2Settings, nsga2_search
 from hwnas.search.optuna_search import optuna_search
@@ -22,8 +21,6 @@ from hwnas.search.verify import Verification, verify_candidates
 
 __all__ = [
     "ALGORITHMS", "SearchResult", "run_search", "ensure_accuracy_predictor",
-    "MLPAccuracyPredictor", "build_accuracy_table", "fit_accuracy_predictor", "load_accuracy_predictor",
-    "read_accuracy_table", "regression_metrics",
     "Problem", "Batch", "SearchOutcome", "PredictorMissing",
     "EvolutionSettings", "evolution_search", "NSGA2Settings", "nsga2_search", "optuna_search",
     "random_search", "front_mask", "hypervolume", "Verification", "verify_candidates",

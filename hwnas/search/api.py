@@ -1,17 +1,22 @@
 """`run_search`: the library function behind ``hwnas search``.
 
 One call: load the run's predictors (building the accuracy table and predictor when missing),
-refuse impossible budgets, search, take the feasible Pareto front of everything scored, measure
-the best candidates on the real device (dropping and replacing any that break the budget), and
-write ``pareto.csv``, ``search.json`` and ``pareto.png`` into the run, each atomically.
+refuse impossible budgets, search, take the feasible Pareto front of everything scored, then
+verify like a user would: evaluate the best candidates' top-1 for real on the test split (which
+the accuracy table never saw) and order them by it, measure them on the real device (dropping and
+replacing any whose latency does not hold with margin for the protocol's noise), and write
+``pareto.csv``, ``search.json`` and ``pareto.png`` into the run as one unit.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import platform
+import uuid
 import re
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,9 +25,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hwnas.errors import BudgetError, InputError
-from hwnas.fileio import atomic_path, atomic_write_json
-from hwnas.search.accuracy import (ACCURACY_PREDICTOR, build_accuracy_table, fit_accuracy_predictor,
-                                   load_accuracy_predictor, read_accuracy_table)
+from hwnas.fileio import atomic_path
+from hwnas.run import run_lock
+from hwnas.accuracy import ensure_accuracy_predictor, measured_accuracy, regression_metrics
 from hwnas.search.evolution import EvolutionSettings, evolution_search
 from hwnas.search.nsga2 import NSGA2Settings, nsga2_search
 from hwnas.search.operators import unique_rows
@@ -30,10 +35,11 @@ from hwnas.search.optuna_search import optuna_search
 from hwnas.search.pareto import front_mask, hypervolume
 from hwnas.search.problem import TOP1, Batch, Problem, SearchOutcome, load_latency_predictor, ms_key
 from hwnas.search.random_search import random_search
-from hwnas.search.verify import Measure, Verification, device_measure, verify_candidates
+from hwnas.search.verify import (DEFAULT_MARGIN, Measure, Verification, acceptance_rule, device_measure,
+                                 verify_candidates)
 from hwnas.space import FLAT_COLUMNS, Arch
 
-__all__ = ["ALGORITHMS", "SearchResult", "run_search", "ensure_accuracy_predictor"]
+__all__ = ["ALGORITHMS", "SearchResult", "run_search"]
 
 ALGORITHMS = ("evolution", "nsga2", "optuna-nsga2", "optuna-tpe", "random")
 PARETO_CSV, SEARCH_JSON, PARETO_PNG = "pareto.csv", "search.json", "pareto.png"
@@ -41,6 +47,8 @@ DEFAULT_JOURNAL = "optuna.journal"
 _DEFAULT_TRIALS = {"optuna-nsga2": 5000, "optuna-tpe": 300}
 
 Progress = Callable[..., Any]  # progress(event, **fields); events: accuracy, search, verify
+AccuracyMeasure = Callable[[Sequence[Arch]], np.ndarray]  # archs -> measured top-1 (%)
+ACCURACY_SPLIT = "test"
 
 
 @dataclass
@@ -58,25 +66,12 @@ class SearchResult:
     verification: list[dict[str, Any]] = field(default_factory=list)
     paths: dict[str, Path] = field(default_factory=dict)
     message: str = ""
+    accuracy_report: dict[str, Any] = field(default_factory=dict)  # the accuracy predictor's selection
 
     @property
     def ok(self) -> bool:
         """True when at least one subnet is returned (measured within budget if verified)."""
         return bool(self.best)
-
-
-def ensure_accuracy_predictor(run, n: int = 1000, *, seed: int = 0, progress: Progress | None = None,
-                              **table_kw: Any):
-    """The run's accuracy predictor; builds the accuracy table (n subnets) and fits it if missing."""
-    path = Path(run.run_dir) / ACCURACY_PREDICTOR
-    if path.exists():
-        return load_accuracy_predictor(run.run_dir)
-    if len(read_accuracy_table(run.run_dir)) < n:
-        build_accuracy_table(run, n, seed=seed, progress=progress, **table_kw)
-    if progress:
-        progress("fit-accuracy")
-    pred, _ = fit_accuracy_predictor(run, seed=seed)
-    return pred
 
 
 def _as_budgets(device: str | Sequence[str], latency_ms: float | Sequence[float]) -> dict[str, float]:
@@ -145,7 +140,9 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
                max_macs: float | None = None, max_params: float | None = None,
                population: int | None = None, generations: int | None = None, n_trials: int | None = None,
                study_name: str | None = None, accuracy_samples: int = 1000, protocol=None,
-               measure: Measure | None = None, max_measure: int | None = None) -> SearchResult:
+               measure: Measure | None = None, max_measure: int | None = None,
+               measure_accuracy: AccuracyMeasure | None = None, accuracy_checks: int | None = None,
+               latency_margin: float = DEFAULT_MARGIN) -> SearchResult:
     """Search the run's supernet for subnets meeting `latency_ms` on `device` (or one budget per
     device in a list) and write pareto.csv, search.json and pareto.png into the run.
 
@@ -153,8 +150,10 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     "nsga2" (vectorised NSGA-II), "optuna-nsga2" / "optuna-tpe" (Optuna samplers, `workers`
     processes, `storage` URL or the run's journal file), "random" (baseline).
     `objectives` beyond top-1 and the first device's latency: any of "ms:<device>", "macs", "params".
-    With `verify`, the `top_k` best candidates are measured on each device (`measure` replaces the
-    real device in tests) and any that breaks a budget is replaced by the next.
+    With `verify`: the `accuracy_checks` (default 3 * top_k) best candidates by predicted top-1 are
+    evaluated on the test split and ordered by measured top-1 (`measure_accuracy` replaces the
+    supernet in tests); then they are measured on each device (`measure` replaces the real device)
+    until `top_k` hold every budget with `latency_margin` (see `hwnas.search.verify`).
     """
     from hwnas.run import open_run
 
@@ -165,6 +164,8 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     devices = list(budgets)
     if top_k < 1:
         raise InputError(f"--top-k must be at least 1, got {top_k}")
+    if not 0.0 <= latency_margin < 0.5:
+        raise InputError(f"the latency margin must be within [0, 0.5), got {latency_margin}")
     latency = {d: load_latency_predictor(run_dir, d, run.space.width_mult) for d in devices}
     accuracy = ensure_accuracy_predictor(run, accuracy_samples, seed=seed, progress=progress)
     problem = Problem(run.space, accuracy, latency, budgets, objectives=tuple(objectives or ()),
@@ -179,14 +180,28 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     feasible, table, on_front, cand = _candidates(problem, outcome.archive, pareto, top_k, fastest)
 
     t = time.perf_counter()
-    ver = Verification()
+    ver, top1_measured, first_try = Verification(), {}, None
     if verify:
+        measure_accuracy = measure_accuracy or (lambda archs: measured_accuracy(
+            run, archs, split=ACCURACY_SPLIT, progress=progress))
+        archs = problem.space.from_matrix(table.m)
+        guarded = [i for i in cand if all(table.cols[ms_key(d)][i] * (1 + latency_margin) <= b
+                                          for d, b in budgets.items())]
+        checked = (guarded or cand)[:accuracy_checks or 3 * top_k]
+        top1_measured = dict(zip(checked, measure_accuracy([archs[i] for i in checked])))
+        # measured accuracy decides the order; unmeasured candidates follow in predicted order
+        cand = sorted(checked, key=lambda i: -top1_measured[i]) + [i for i in cand if i not in top1_measured]
         measure = measure or device_measure(run, devices_file, protocol, progress)
-        ver = verify_candidates(problem, table.take(np.array(cand)), top_k, measure, max_measure=max_measure)
+        ver = verify_candidates(problem, table.take(np.array(cand)), top_k, measure, max_measure=max_measure,
+                                margin=latency_margin)
+        first_try = ver.first_try_share(top_k)
+        ver = _positions(ver, cand)
+        late = [i for i in ver.measured if i not in top1_measured]  # replacements beyond the checked
+        if late:
+            top1_measured.update(zip(late, measure_accuracy([archs[i] for i in late])))
     verify_s = time.perf_counter() - t
-    chosen = [cand[i] for i in ver.accepted] if verify else cand[:top_k]
-    front = _frame(problem, table, on_front, {cand[i]: ms for i, ms in ver.measured.items()}, chosen,
-                   run.n_classes)
+    chosen = ver.accepted if verify else cand[:top_k]
+    front = _frame(problem, table, on_front, ver.measured, chosen, run.n_classes, top1_measured)
     ref = problem.reference_point()
     metrics = {
         "hypervolume": hypervolume(problem.loss(table.take(np.flatnonzero(on_front))), ref),
@@ -196,16 +211,43 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
         "wall_s": round(time.perf_counter() - t0, 3), "search_s": round(search_s, 3),
         "verify_s": round(verify_s, 3), "fastest_predicted_ms": fastest, "tabulated_costs": problem.tabulated(),
         "measured": ver.n_measured, "accepted": len(ver.accepted),
-        "first_try_within_budget": ver.first_try_share(top_k) if verify else None,
+        "first_try_within_budget": first_try,
         "best_top1_pred": float(feasible.cols[TOP1].max()),
     }
+    verification = {"latency": {"rule": acceptance_rule(latency_margin), "margin": latency_margin,
+                                "measured": ver.n_measured, "accepted": len(ver.accepted)},
+                    "accuracy": _accuracy_report(table, top1_measured, chosen)} if verify else None
     ids = [a.id for a in problem.space.from_matrix(table.m[chosen])] if chosen else []
     chosen_rows = front.set_index("id").loc[ids].reset_index()
     best = [_best_entry(row, devices, verify) for _, row in chosen_rows.iterrows()]
-    paths = _write(run_dir, front, problem, devices, budgets, settings, metrics, best, ver, outcome,
-                   feasible, accuracy, storage, pareto, top_k, seed, verify)
+    doc = _report(problem, devices, budgets, settings, metrics, best, ver, outcome, accuracy, storage, pareto,
+                  top_k, seed, verify, verification)
+    paths = _write(run_dir, front, doc, feasible, devices, budgets,
+                   title=f"{settings.get('mode', settings['algo'])}: accuracy vs latency on {devices[0]}")
     return SearchResult(run_dir, algo, devices, budgets, best, front, metrics, ver.records, paths,
-                        _message(verify, top_k, len(ver.accepted), ver, budgets))
+                        _message(verify, top_k, len(ver.accepted), ver, budgets),
+                        getattr(accuracy, "meta", {}).get("metrics") or {})
+
+
+def _positions(ver: Verification, order: list[int]) -> Verification:
+    """`verify_candidates` numbers candidates in the order it was given; map back to table rows."""
+    return Verification(ver.records, [order[i] for i in ver.accepted],
+                        {order[i]: ms for i, ms in ver.measured.items()})
+
+
+def _accuracy_report(table: Batch, measured: dict[int, float], chosen: list[int]) -> dict[str, Any]:
+    """Predicted vs measured top-1 of every evaluated candidate and of the returned ones."""
+    def compare(rows: list[int]) -> dict[str, Any] | None:
+        if not rows:
+            return None
+        pred = table.cols[TOP1][rows]
+        true = np.array([measured[i] for i in rows])
+        return regression_metrics(pred, true)
+
+    from hwnas.supernet.data import BN_IMAGES
+
+    return {"split": ACCURACY_SPLIT, "bn_images": BN_IMAGES, "evaluated": len(measured),
+            "all_evaluated": compare(sorted(measured)), "returned": compare([i for i in chosen if i in measured])}
 
 
 def _candidates(problem: Problem, archive: Batch, pareto: bool, top_k: int, fastest: dict[str, float]
@@ -245,13 +287,15 @@ def _message(verify: bool, top_k: int, n_ok: int, ver: Verification, budgets: di
 
 
 def _frame(problem: Problem, table: Batch, on_front: np.ndarray, measured: dict[int, dict[str, float]],
-           chosen: list[int], n_classes: int):
-    """The pareto.csv table: front rows plus the other candidates that were measured or chosen."""
+           chosen: list[int], n_classes: int, top1_measured: dict[int, float]):
+    """The pareto.csv table: front rows plus the other candidates that were measured or chosen;
+    predicted and measured values side by side."""
     import pandas as pd
 
     from hwnas.supernet.stats import stats_frame
 
-    rows = np.union1d(np.flatnonzero(on_front), np.array(sorted(set(measured) | set(chosen)), dtype=int))
+    rows = np.union1d(np.flatnonzero(on_front),
+                      np.array(sorted(set(measured) | set(chosen) | set(top1_measured)), dtype=int))
     m = table.m[rows]
     df = stats_frame(m, problem.space.width_mult, n_classes)
     ids = [a.id for a in problem.space.from_matrix(m)]
@@ -259,6 +303,8 @@ def _frame(problem: Problem, table: Batch, on_front: np.ndarray, measured: dict[
     out = pd.DataFrame(m, columns=list(FLAT_COLUMNS))
     out["id"] = ids
     out["top1_pred"] = table.cols[TOP1][rows]
+    out["top1_std"] = problem.accuracy_std(table.m[rows])
+    out["measured_top1"] = [top1_measured.get(int(i), np.nan) for i in rows]
     out["ms_pred"] = table.cols[ms_key(first)][rows]
     for d in problem.devices:  # per-device columns too, so the file names its devices
         out[f"ms_pred:{d}"] = table.cols[ms_key(d)][rows]
@@ -282,7 +328,8 @@ def _best_entry(row, devices: list[str], verify: bool) -> dict[str, Any]:
     first, *others = devices
     arch = Arch.from_row([int(row[c]) for c in FLAT_COLUMNS])
     entry = {"id": row["id"], "arch": arch.to_ofa_dict(), "describe": arch.describe(),
-             "top1_pred": float(row["top1_pred"]), "ms_pred": {first: float(row["ms_pred"])},
+             "top1_pred": float(row["top1_pred"]), "top1_std": _num(row["top1_std"]),
+             "measured_top1": _num(row["measured_top1"]), "ms_pred": {first: float(row["ms_pred"])},
              "measured_ms": {first: _num(row["measured_ms"])}, "macs": int(row["macs"]),
              "params": int(row["params"]), "verified": bool(verify and row["verified"]),
              "within_budget": bool(row["within_budget"])}
@@ -323,25 +370,14 @@ def _versions() -> dict[str, str]:
             "optuna": optuna.__version__}
 
 
-def _write(run_dir: Path, front, problem: Problem, devices: list[str], budgets: dict[str, float],
-           settings: dict[str, Any], metrics: dict[str, Any], best: list[dict[str, Any]], ver: Verification,
-           outcome: SearchOutcome, feasible: Batch, accuracy, storage: str | None, pareto: bool, top_k: int,
-           seed: int, verify: bool) -> dict[str, Path]:
+def _report(problem: Problem, devices: list[str], budgets: dict[str, float], settings: dict[str, Any],
+            metrics: dict[str, Any], best: list[dict[str, Any]], ver: Verification, outcome: SearchOutcome,
+            accuracy, storage: str | None, pareto: bool, top_k: int, seed: int, verify: bool,
+            verification: dict[str, Any] | None) -> dict[str, Any]:
+    """search.json's content (without the id and file names `_write` adds)."""
     from hwnas.search.optuna_search import describe_storage
-    from hwnas.search.plot import plot_front, reference_models
 
-    paths = {"pareto_csv": run_dir / PARETO_CSV, "search_json": run_dir / SEARCH_JSON,
-             "pareto_png": run_dir / PARETO_PNG}
-    with atomic_path(paths["pareto_csv"], suffix=".csv") as tmp:
-        front.to_csv(tmp, index=False)
-    first = devices[0]
-    step = max(1, len(feasible) // 5000)
-    explored = (feasible.cols[ms_key(first)][::step], feasible.cols[TOP1][::step]) \
-        if ms_key(first) in feasible.cols else None
-    plot_front(paths["pareto_png"], front[front["on_front"] | front["verified"]], device=first,
-               budget_ms=budgets[first], explored=explored, references=reference_models(run_dir, first),
-               title=f"{settings.get('mode', settings['algo'])}: accuracy vs latency on {first}")
-    doc = {
+    return {
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "settings": {**settings, "devices": devices, "budgets_ms": budgets, "pareto": pareto,
                      "top_k": top_k, "seed": seed, "verify": verify,
@@ -349,13 +385,41 @@ def _write(run_dir: Path, front, problem: Problem, devices: list[str], budgets: 
                      "max_params": problem.max_params,
                      "storage": describe_storage(storage) if storage else settings.get("storage")},
         "metrics": metrics,
-        "accuracy_predictor": {"kind": getattr(accuracy, "kind", type(accuracy).__name__),
+        "accuracy_predictor": {"kind": getattr(accuracy, "name", type(accuracy).__name__),
+                               "clip": list(getattr(accuracy, "clip", ())),
+                               "note": "predictions are clipped to the top-1 range of the table they were "
+                                       "fitted on (no extrapolation); top1_std is the predictor's one-sigma "
+                                       "uncertainty, calibrated on out-of-fold errors",
                                "metrics": getattr(accuracy, "meta", {}).get("metrics")},
         "best": best,
+        "acceptance": verification,
         "verification": ver.records,
         "info": {k: v for k, v in outcome.info.items() if k not in settings},
         "versions": _versions(),
-        "files": {k: p.name for k, p in paths.items()},
     }
-    atomic_write_json(paths["search_json"], _plain(doc))
+
+
+def _write(run_dir: Path, front, doc: dict[str, Any], feasible: Batch, devices: list[str],
+           budgets: dict[str, float], title: str) -> dict[str, Path]:
+    """pareto.csv, search.json and pareto.png as one unit: all three are written to temporary
+    files, then renamed together under the run's search lock, so no reader and no concurrent
+    search sees one search's table beside another's report. Both files carry `search_id`."""
+    from hwnas.search.plot import plot_front, reference_models
+
+    paths = {"pareto_csv": run_dir / PARETO_CSV, "search_json": run_dir / SEARCH_JSON,
+             "pareto_png": run_dir / PARETO_PNG}
+    search_id = uuid.uuid4().hex[:12]
+    first = devices[0]
+    step = max(1, len(feasible) // 5000)
+    explored = (feasible.cols[ms_key(first)][::step], feasible.cols[TOP1][::step]) \
+        if ms_key(first) in feasible.cols else None
+    with ExitStack() as stack:
+        stack.enter_context(run_lock(run_dir, "search"))  # entered first, released after the renames
+        tmp = {k: stack.enter_context(atomic_path(p, suffix=p.suffix)) for k, p in paths.items()}
+        front.assign(search_id=search_id).to_csv(tmp["pareto_csv"], index=False)
+        plot_front(tmp["pareto_png"], front[front["on_front"] | front["verified"]], device=first,
+                   budget_ms=budgets[first], explored=explored, references=reference_models(run_dir, first),
+                   title=title)
+        doc = {"search_id": search_id, **doc, "files": {k: p.name for k, p in paths.items()}}
+        tmp["search_json"].write_text(json.dumps(_plain(doc), indent=2))
     return paths

@@ -15,7 +15,11 @@ same storage and study name add their own.
 
 from __future__ import annotations
 
+import os
+import socket
+import stat
 import time
+import uuid
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -32,6 +36,7 @@ __all__ = ["SAMPLERS", "make_storage", "describe_storage", "optuna_search", "stu
            "run_worker"]
 
 SAMPLERS = ("nsga2", "tpe")
+_LOCK_STALE_S = 30.0  # a journal lock older than this, whose holder cannot be checked, is stale
 
 
 def _optuna():
@@ -58,8 +63,91 @@ def make_storage(spec: str | Path):
         return text
     from optuna.storages.journal import JournalFileBackend
 
-    Path(text).parent.mkdir(parents=True, exist_ok=True)
-    return optuna.storages.JournalStorage(JournalFileBackend(text))
+    # absolute: Optuna's default lock made a symlink to the journal's path as given, which from
+    # a relative --run dangles, and its acquire loop then spins at 100% CPU forever
+    path = os.path.abspath(os.path.expanduser(text))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.JournalStorage(JournalFileBackend(path, lock_obj=JournalLock(path)))
+
+
+class JournalLock:
+    """The journal file's writer lock (Optuna's `BaseJournalFileLock` interface): the file
+    ``<journal>.lock`` made with O_EXCL, holding ``<pid> <host>`` of its holder.
+
+    It excludes Optuna's own locks on the same journal (they create the same path), and it is
+    never left stale: a lock whose holder process on this host is gone is cleared at once; a
+    lock without a holder this host can check (another host's, or Optuna's symlink lock) is
+    cleared once it is older than `stale_s` (an append holds it for milliseconds). Waiting
+    sleeps (no spinning); a lock held longer than `stale_s` by a live process is an InputError
+    line naming the file and its holder."""
+
+    def __init__(self, journal: str, stale_s: float = _LOCK_STALE_S):
+        self.path = journal + ".lock"
+        self.stale_s = stale_s
+        self.host = socket.gethostname()
+
+    def acquire(self) -> bool:
+        delay, since, seen = 0.001, time.monotonic(), None
+        while True:
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                found = self._clear_if_stale()
+                if found is None:
+                    continue
+                holder, ident = found
+                if ident != seen:  # another holder: the wait for this one starts now
+                    since, seen = time.monotonic(), ident
+                if time.monotonic() - since > self.stale_s:
+                    raise InputError(f"the Optuna journal lock {self.path} has been held for more "
+                                     f"than {self.stale_s:g} s by {holder}; if no search uses "
+                                     f"{self.path[:-5]} any more, delete the lock file")
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{os.getpid()} {self.host}\n")
+            return True
+
+    def release(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def _clear_if_stale(self) -> tuple[str, tuple[int, int]] | None:
+        """Remove the lock file when its holder is gone; None when the name is free now, else
+        (a description of the live holder, the lock file's identity)."""
+        from hwnas.fileio import pid_alive
+
+        try:
+            st = os.lstat(self.path)
+            holder = "" if stat.S_ISLNK(st.st_mode) else Path(self.path).read_text()[:200]
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError):
+            holder = ""
+        pid, _, host = holder.strip().partition(" ")
+        age = time.time() - st.st_mtime
+        ident = (st.st_ino, st.st_dev)
+        if pid.isdigit() and host == self.host:
+            if pid_alive(int(pid)):
+                return f"process {pid} on this host", ident
+        elif age <= self.stale_s:
+            return f"process {pid} on {host}" if host else "another process", ident
+        aside = f"{self.path}.{uuid.uuid4().hex}.stale"
+        try:
+            os.rename(self.path, aside)
+        except FileNotFoundError:
+            return None
+        moved = os.lstat(aside)
+        if (moved.st_ino, moved.st_dev) != (st.st_ino, st.st_dev):  # replaced meanwhile: put back
+            try:
+                os.link(aside, self.path, follow_symlinks=False)
+            except OSError:
+                pass
+        os.unlink(aside)
+        return None
 
 
 def describe_storage(spec: str | Path) -> str:
@@ -165,6 +253,49 @@ def run_worker(problem: Problem, storage: str | Path, study_name: str, kind: str
         optuna.logging.set_verbosity(level)
 
 
+def _die_with_parent(parent: int) -> None:
+    """Pool initializer: a worker ends when the search process does (killed, Ctrl-C) instead of
+    running its whole share alone. Linux: PR_SET_PDEATHSIG sends it SIGTERM when its parent dies;
+    elsewhere (and if the parent died before that was set) a watchdog thread notices the
+    reparenting. Ctrl-C reaches the whole process group: the parent stops the workers, so they
+    ignore SIGINT themselves (no traceback from every worker)."""
+    import signal
+    import sys
+    import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # died before the prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="hwnas-parent-watch").start()
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate a pool's worker processes now (shutdown alone waits for their whole share)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # shutdown forgets them
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.kill()
+
+
 def study_outcome(problem: Problem, storage: str | Path, study_name: str) -> Batch:
     """Every completed trial of the study as a scored batch (objective and constrained columns,
     violation from the stored constraints), rows in canonical form."""
@@ -214,16 +345,23 @@ def optuna_search(problem: Problem, kind: str, n_trials: int, storage: str | Pat
     else:
         import multiprocessing as mp
 
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-            futures = [pool.submit(run_worker, problem, storage, study_name, kind, q, seed=seed + i, **kw)
-                       for i, q in enumerate(shares) if q]
-            while not all(f.done() for f in futures):
-                time.sleep(0.5)
-                if progress:
-                    n = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
-                    progress("search", done=n - before, total=n_trials)
-            for f in futures:
-                f.result()
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
+                                 initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
+            try:
+                futures = [pool.submit(run_worker, problem, storage, study_name, kind, q,
+                                       seed=seed + i, **kw)
+                           for i, q in enumerate(shares) if q]
+                while not all(f.done() for f in futures):
+                    time.sleep(0.5)
+                    if progress:
+                        n = len(study.get_trials(deepcopy=False,
+                                                 states=(optuna.trial.TrialState.COMPLETE,)))
+                        progress("search", done=n - before, total=n_trials)
+                for f in futures:
+                    f.result()
+            except BaseException:  # Ctrl-C, SIGTERM (as an exception), a worker's error
+                _stop_workers(pool)
+                raise
         n_batches = sum(-(-q // batch) for q in shares)  # scored in the workers
         problem.acc_calls += n_trials
         problem.acc_computed += n_trials

@@ -43,6 +43,11 @@ def plot_front(path: str | Path, front, *, device: str, budget_ms: float, explor
             if (~ok).any():
                 ax.scatter(done["measured_ms"][~ok], done["top1_pred"][~ok], s=50, c="tab:red",
                            marker="x", zorder=4, label="verified: measured, over budget (dropped)")
+        if "measured_top1" in f and f["measured_top1"].notna().any():
+            acc = f[f["measured_top1"].notna()]
+            x = acc["measured_ms"].fillna(acc["ms_pred"]) if "measured_ms" in acc else acc["ms_pred"]
+            ax.scatter(x, acc["measured_top1"], s=30, marker="D", c="tab:orange", zorder=5,
+                       label="top-1 measured (test split)")
         ax.axvline(budget_ms, color="tab:red", ls="--", lw=1.2, label=f"budget {budget_ms:.4g} ms")
         for i, (name, ms) in enumerate(references):
             ax.axvline(ms, color="tab:purple", ls=":", lw=1)
@@ -51,7 +56,7 @@ def plot_front(path: str | Path, front, *, device: str, budget_ms: float, explor
         if references:
             ax.plot([], [], color="tab:purple", ls=":", label="reference models (measured ms)")
         ax.set_xlabel(f"latency on {device} (ms)")
-        ax.set_ylabel("top-1 (%), predicted")
+        ax.set_ylabel("top-1 (%)")
         ax.set_title(title or f"accuracy vs latency on {device}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")

@@ -133,6 +133,9 @@ class Problem:
         for dev, ms in self.budgets.items():
             if not (isinstance(ms, (int, float)) and ms > 0 and np.isfinite(ms)):
                 raise InputError(f"the latency budget for '{dev}' must be a positive number of ms, got {ms!r}")
+        for name, limit in (("--max-macs", self.max_macs), ("--max-params", self.max_params)):
+            if limit is not None and not (isinstance(limit, (int, float)) and limit > 0 and np.isfinite(limit)):
+                raise InputError(f"{name} must be a positive number, got {limit!r}")
         if not self.objectives:
             self.objectives = (TOP1, ms_key(next(iter(self.latency))))
         allowed = {TOP1, "macs", "params", *(ms_key(d) for d in self.latency)}
@@ -217,6 +220,12 @@ class Problem:
             self.acc_computed += len(idx)
         return np.fromiter((memo[k] for k in keys), dtype=np.float64, count=len(keys))
 
+    def accuracy_std(self, m: np.ndarray) -> np.ndarray:
+        """The accuracy predictor's one-sigma uncertainty of rows `m` (NaN if it has none)."""
+        if hasattr(self.accuracy, "predict_with_std"):
+            return np.asarray(self.accuracy.predict_with_std(np.asarray(m, dtype=np.int32))[1], dtype=np.float64)
+        return np.full(len(m), np.nan)
+
     def evaluate(self, m: np.ndarray) -> Batch:
         m = np.asarray(m, dtype=np.int32)
         cols, violation = self.costs(m)
@@ -277,6 +286,13 @@ class Problem:
                 raise BudgetError(f"no subnet meets {budget:g} ms on '{dev}': the fastest one ({arch.id}, "
                                   f"{arch.describe()}) is predicted at {ms:.4g} ms; ask for at least "
                                   f"{ms:.4g} ms")
+        space = self.space
+        for key, limit, flag in (("macs", self.max_macs, "--max-macs"), ("params", self.max_params, "--max-params")):
+            if limit is not None:
+                least = float(self._costs[key](space.to_matrix([space.min_arch()]))[0])
+                if least > limit:
+                    raise BudgetError(f"no subnet has {flag.removeprefix('--max-')} <= {limit:g}: the smallest "
+                                      f"subnet has {least:.4g}; ask for at least {least:.4g}")
         return fastest
 
     def reset(self) -> None:

@@ -1,7 +1,17 @@
 """Check search winners on the real device: predicted latency is a promise, measurement decides.
 
 Candidates are measured best-first. One that breaks a budget when measured is dropped and the next
-is measured instead, so a returned subnet has always met the budget on the device. Replacements
+is measured instead, so a returned subnet has always met the budget on the device.
+
+Acceptance allows for the protocol's own noise (picking the lowest of noisy measurements near a
+limit is the winner's curse): a subnet is accepted only if its upper bound
+
+    ucb_ms = measured_ms * (1 + margin + 2 * rel_se)
+
+is within the budget, where `rel_se` is the relative standard error of this measurement (from the
+spread of its per-round ratios) and `margin` (default 2%) covers what one session cannot see of
+the next (anchor and machine state). search.json records the rule and each subnet's bound.
+Replacements
 are chosen with what was learned: if the predictor has underestimated by up to x%, candidates
 whose prediction plus x% breaks the budget are passed over (unless nothing else is left), so a
 predictor that runs low near the budget does not cost a measurement per candidate.
@@ -17,9 +27,16 @@ import numpy as np
 from hwnas.search.problem import Batch, Problem, ms_key
 from hwnas.space import Arch
 
-__all__ = ["Measure", "Verification", "verify_candidates", "device_measure"]
+__all__ = ["Measure", "Verification", "verify_candidates", "device_measure", "acceptance_rule",
+           "DEFAULT_MARGIN"]
 
-Measure = Callable[[str, Sequence[Arch]], np.ndarray]  # (device, archs) -> measured ms
+# (device, archs) -> measured ms, or (measured ms, relative standard errors)
+Measure = Callable[[str, Sequence[Arch]], "np.ndarray | tuple[np.ndarray, np.ndarray]"]
+DEFAULT_MARGIN = 0.02
+
+
+def acceptance_rule(margin: float) -> str:
+    return f"measured_ms * (1 + {margin:g} + 2 * rel_se) <= budget_ms"
 
 
 @dataclass
@@ -57,15 +74,25 @@ def device_measure(run, devices_file=None, protocol=None, progress: Callable[...
 
         df = measure_subnets(run, device, list(archs), devices_file=devices_file,
                              protocol=protocol or ProtocolSettings(), progress=cb)
-        return df["corrected_ms"].to_numpy(dtype=np.float64)
+        se = df["rel_se"].to_numpy(dtype=np.float64) if "rel_se" in df else np.zeros(len(df))
+        return df["corrected_ms"].to_numpy(dtype=np.float64), np.nan_to_num(se)
 
     return measure
 
 
+def _measured(result) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(result, tuple):
+        ms, se = result
+        return np.asarray(ms, dtype=np.float64), np.asarray(se, dtype=np.float64)
+    ms = np.asarray(result, dtype=np.float64)
+    return ms, np.zeros(len(ms))
+
+
 def verify_candidates(problem: Problem, candidates: Batch, top_k: int, measure: Measure, *,
-                      max_measure: int | None = None) -> Verification:
-    """Measure candidates (best first) on every budgeted device until `top_k` meet all budgets,
-    the candidates run out, or `max_measure` (default 3 * top_k) have been measured."""
+                      max_measure: int | None = None, margin: float = DEFAULT_MARGIN) -> Verification:
+    """Measure candidates (best first) on every budgeted device until `top_k` meet all budgets
+    with the noise allowance (see the module doc), the candidates run out, or `max_measure`
+    (default 3 * top_k) have been measured."""
     out = Verification()
     max_measure = max_measure or 3 * top_k
     devices = list(problem.budgets)
@@ -76,20 +103,22 @@ def verify_candidates(problem: Problem, candidates: Batch, top_k: int, measure: 
     while len(out.accepted) < top_k and left and out.n_measured < max_measure:
         want = min(top_k - len(out.accepted), max_measure - out.n_measured)
         plausible = [i for i in left
-                     if all(pred[d][i] * ratio[d] <= problem.budgets[d] for d in devices)]
+                     if all(pred[d][i] * ratio[d] * (1 + margin) <= problem.budgets[d] for d in devices)]
         picks = (plausible or left)[:want]
         left = [i for i in left if i not in picks]
-        got = {d: measure(d, [archs[i] for i in picks]) for d in devices}
+        got = {d: _measured(measure(d, [archs[i] for i in picks])) for d in devices}
         for j, i in enumerate(picks):
-            ms = {d: float(got[d][j]) for d in devices}
-            ok = all(ms[d] <= problem.budgets[d] for d in devices)
+            ms = {d: float(got[d][0][j]) for d in devices}
+            ucb = {d: ms[d] * (1 + margin + 2 * float(got[d][1][j])) for d in devices}
+            ok = all(ucb[d] <= problem.budgets[d] for d in devices)
             out.measured[i] = ms
             if ok:
                 out.accepted.append(i)
             for d in devices:
                 ratio[d] = max(ratio[d], ms[d] / pred[d][i])
                 out.records.append({"id": archs[i].id, "device": d, "predicted_ms": float(pred[d][i]),
-                                    "measured_ms": ms[d], "budget_ms": float(problem.budgets[d]),
+                                    "measured_ms": ms[d], "rel_se": float(got[d][1][j]), "ucb_ms": ucb[d],
+                                    "budget_ms": float(problem.budgets[d]),
                                     "error_pct": 100.0 * (ms[d] / pred[d][i] - 1.0),
                                     "within_budget": ms[d] <= problem.budgets[d], "accepted": ok})
     out.accepted.sort()

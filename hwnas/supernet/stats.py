@@ -142,21 +142,22 @@ def _frame_matrix(df) -> np.ndarray:
         i, j = np.argwhere(bad)[0]
         raise TableError(f"table row {i + 1}, column {FLAT_COLUMNS[j]}: {df[FLAT_COLUMNS[j]].iat[i]!r} "
                          "is not an integer")
+    huge = (values.abs() > 2**31 - 1).to_numpy()
+    if huge.any():  # the int64 cast would wrap (or raise OverflowError)
+        i, j = np.argwhere(huge)[0]
+        raise TableError(f"table row {i + 1}, column {FLAT_COLUMNS[j]}: {df[FLAT_COLUMNS[j]].iat[i]} "
+                         "is out of range")
     return values.to_numpy(dtype=np.int64)
 
 
 def _check_matrix(m: np.ndarray) -> None:
-    d = m[:, 41:46]
-    checks = [(m[:, 0] < 1, "r", "a resolution must be positive"),
-              ((d < 1) | (d > MAX_DEPTH), "d", f"a depth must be within 1..{MAX_DEPTH}")]
-    used = np.repeat(d, MAX_DEPTH, axis=1) > np.tile(np.arange(MAX_DEPTH), N_STAGES)
-    checks += [((m[:, 1:21] < 1) & used, "ks", "a kernel size must be positive"),
-               ((m[:, 21:41] < 1) & used, "e", "an expand ratio must be positive")]
-    for bad, name, why in checks:
-        if bad.any():
-            i, j = np.argwhere(bad.reshape(len(m), -1))[0]
-            col = name if name == "r" else f"{name}_{j}"
-            raise TableError(f"table row {i + 1}, column {col}: {why}")
+    """The shared arch check (`hwnas.space.check_matrix`, without a space: what any network
+    needs), as a TableError naming the row and column."""
+    from hwnas.space import _reason_to_column, check_matrix
+
+    found = check_matrix(m)
+    if found is not None:
+        raise TableError(f"table row {found[0] + 1}, {_reason_to_column(found[1])}")
 
 
 def stats_frame(data, width_mult: float = 1.0, n_classes: int = 1000):

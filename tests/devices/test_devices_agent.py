@@ -106,7 +106,7 @@ def onnx_models(make_net, token_file, tmp_path_factory) -> dict[str, Artifact]:
 def frame(payload: bytes, request_id: str = "req-not-onnx") -> bytes:
     sha = hashlib.sha256(payload).hexdigest()
     return encode_frames({"request_id": request_id,
-                          "device": {"name": "cpu", "backend": "onnxruntime"},
+                          "agent_device": "cpu-ort",
                           "models": {"m": sha}}, [payload])
 
 

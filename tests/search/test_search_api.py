@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from hwnas.errors import BudgetError, HwnasError, InputError
-from hwnas.search.accuracy import ACCURACY_PREDICTOR, MLPAccuracyPredictor, accuracy_sample
+from hwnas.accuracy import ACCURACY_PREDICTOR, accuracy_sample, make_accuracy_predictor
 from hwnas.search.api import run_search
 from hwnas.search.problem import PredictorMissing, latency_predictor_path
 from hwnas.space import FLAT_COLUMNS
@@ -17,10 +17,13 @@ DEV = "cpu-ort"
 
 
 @pytest.fixture
-def run(tiny_supernet, tmp_path):
+def run(tiny_supernet, tmp_path, monkeypatch):
     """A run on the tiny supernet with an analytic latency predictor (fitted to ms proportional to
-    MACs) and an accuracy predictor fitted to the synthetic accuracy, both saved where search looks."""
+    MACs) and an accuracy predictor fitted to the synthetic accuracy, both saved where search looks.
+    Measured top-1 is the synthetic accuracy itself (the tiny supernet is untrained)."""
     from search_stubs import MacsLatency, SynthAccuracy
+
+    import hwnas.search.api as search_api
 
     from hwnas.latency import AnalyticPredictor
     from hwnas.run import open_run
@@ -29,10 +32,14 @@ def run(tiny_supernet, tmp_path):
     m = accuracy_sample(cfg.space, 200, seed=0)
     lat = AnalyticPredictor(features="stage", n_classes=10).fit(m, MacsLatency().predict(m))
     lat.save(latency_predictor_path(cfg.run_dir, DEV))
-    acc = MLPAccuracyPredictor.fit(cfg.space, m, SynthAccuracy().predict(m), hidden=(32, 32, 32), epochs=30)
+    acc = make_accuracy_predictor("ridge", cfg.space, 10, features="full").fit(m, SynthAccuracy().predict(m))
     acc.save(cfg.run_dir / ACCURACY_PREDICTOR)
+    measured_top1 = []
+    monkeypatch.setattr(search_api, "measured_accuracy", lambda run, archs, **kw: (
+        measured_top1.extend(a.id for a in archs) or SynthAccuracy().predict(list(archs)) - 0.5))
     budget = float(np.median(lat.predict(m)))
-    return SimpleNamespace(run_dir=cfg.run_dir, space=cfg.space, lat=lat, budget=budget)
+    return SimpleNamespace(run_dir=cfg.run_dir, space=cfg.space, lat=lat, budget=budget,
+                           measured_top1=measured_top1)
 
 
 def _fake_device(run, slow_ids: set[str] | None = None, factor: float = 1.0):
@@ -55,8 +62,8 @@ SMALL = {"population": 30, "generations": 15}
 def test_search_writes_front_report_and_plot_and_drops_over_budget_candidates(run):
     first = run_search(run.run_dir, DEV, run.budget, top_k=3, seed=0, verify=False, **SMALL)
     assert len(first.best) == 3 and not any(b["verified"] for b in first.best)
-    top = first.best[0]["id"]
-    meas = _fake_device(run, slow_ids={top})  # the predicted best breaks the budget on the device
+    top = run_search(run.run_dir, DEV, run.budget, top_k=3, seed=0, measure=_fake_device(run), **SMALL).best[0]["id"]
+    meas = _fake_device(run, slow_ids={top})  # the first candidate breaks the budget on the device
     res = run_search(run.run_dir, DEV, run.budget, top_k=3, seed=0, measure=meas, **SMALL)
     assert len(res.best) == 3 and top not in [b["id"] for b in res.best]
     assert all(b["verified"] and b["measured_ms"][DEV] <= run.budget for b in res.best)
@@ -122,6 +129,10 @@ def test_user_errors_are_one_line(run, tmp_path):
         run_search(run.run_dir, DEV, run.budget, algo="annealing", verify=False)
     with pytest.raises(HwnasError, match="not an hwnas run"):
         run_search(tmp_path / "nowhere", DEV, 1.0)
+    with pytest.raises(InputError, match="--max-macs must be a positive"):
+        run_search(run.run_dir, DEV, run.budget, max_macs=0, verify=False, **SMALL)
+    with pytest.raises(BudgetError, match="no subnet has macs <= 1"):
+        run_search(run.run_dir, DEV, run.budget, max_macs=1, verify=False, **SMALL)
 
 
 def test_verification_on_the_real_device(run):
@@ -141,3 +152,46 @@ def test_verification_on_the_real_device(run):
     assert 0 < ms < 1000
     store = read_measurements(run.run_dir, device=DEV, kind="subnet")
     assert res.best[0]["id"] in set(store["key"])
+
+
+def test_accuracy_is_measured_on_the_test_split_and_decides_the_order(run, monkeypatch):
+    """Measured top-1 (test split) of the best candidates goes into pareto.csv beside the
+    prediction, and the returned subnets are ordered by it, not by the prediction."""
+    import hwnas.search.api as search_api
+
+    checked = []
+
+    def reversed_truth(run_, archs, **kw):  # the predicted worst is truly the best
+        checked.append([a.id for a in archs])
+        return np.linspace(90.0, 99.0, len(archs))
+
+    monkeypatch.setattr(search_api, "measured_accuracy", reversed_truth)
+    res = run_search(run.run_dir, DEV, run.budget, top_k=2, seed=0, measure=_fake_device(run),
+                     accuracy_checks=5, **SMALL)
+    assert len(checked[0]) == 5
+    assert res.best[0]["id"] == checked[0][-1] and res.best[0]["measured_top1"] == pytest.approx(99.0)
+    tops = [b["measured_top1"] for b in res.best]
+    assert tops == sorted(tops, reverse=True)
+    csv = pd.read_csv(run.run_dir / "pareto.csv")
+    assert {"measured_top1", "top1_pred", "top1_std"} <= set(csv.columns)
+    assert csv.loc[csv["verified"], "measured_top1"].notna().all()  # every verified row has both
+    doc = json.loads((run.run_dir / "search.json").read_text())
+    acc = doc["acceptance"]["accuracy"]
+    assert acc["split"] == "test" and acc["evaluated"] >= 5 and acc["returned"]["n"] == 2
+    assert doc["acceptance"]["latency"]["rule"].startswith("measured_ms * (1 + 0.02")
+    assert doc["accuracy_predictor"]["clip"] and "clipped" in doc["accuracy_predictor"]["note"]
+
+
+def test_a_latency_just_under_the_budget_is_not_accepted_without_margin_for_noise(run):
+    def just_under(device, archs):  # 0.5% under the budget, 1% round-to-round noise
+        return np.full(len(archs), run.budget * 0.995), np.full(len(archs), 0.01)
+
+    res = run_search(run.run_dir, DEV, run.budget, top_k=1, measure=just_under, **SMALL)
+    assert not res.ok and all(not r["accepted"] and r["ucb_ms"] > run.budget for r in res.verification)
+    ok = run_search(run.run_dir, DEV, run.budget, top_k=1, measure=just_under, latency_margin=0.0, **SMALL)
+    assert not ok.ok  # 2 x 1% standard error still does not fit
+    quiet = run_search(run.run_dir, DEV, run.budget, top_k=1, latency_margin=0.0,
+                       measure=lambda d, archs: np.full(len(archs), run.budget * 0.995), **SMALL)
+    assert quiet.ok
+    with pytest.raises(InputError, match="margin"):
+        run_search(run.run_dir, DEV, run.budget, latency_margin=0.9, **SMALL)

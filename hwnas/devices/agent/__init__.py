@@ -10,7 +10,8 @@ sent with the token, timed there with `hwnas.devices.protocol`, and come back as
 
 Security model: a shared token read from a file (never from the command line), compared in
 constant time; a size limit checked before any body is read; ONNX is the only payload (parsed
-and checked, never executed; no pickles, no external data). Traffic is plain HTTP: keep agents
+and checked, never executed; no pickles, no external data); the agent runs only its own devices,
+named by a request, and takes no runtime option, provider or path from a client. Traffic is plain HTTP: keep agents
 on a trusted network or reach them through an SSH tunnel.
 """
 

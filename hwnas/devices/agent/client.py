@@ -26,6 +26,11 @@ A remote device is a normal device entry plus where its agent is::
       options:
         agent: {connect_timeout_s: 3, read_timeout_s: 900, retries: 5, backoff_s: 0.5}
 
+The agent runs only its own devices (its built-ins and its --devices file) and takes nothing
+but a device name from a request. The client sends `options.agent.device` when given, else the
+name of the agent device whose backend/threads/batch/precision/provider/options equal this
+device's (from the agent's /health); with none, the device is unavailable and says so.
+
 Each request carries a fresh request id that its retries reuse: after a timeout, a dropped
 connection or a restarted agent, the retry gets the stored result, never a second measurement.
 Connection errors and 5xx are retried with exponential backoff; 4xx are final. Every failure is
@@ -70,6 +75,8 @@ __all__ = ["AgentSettings", "AgentClient", "AgentRefused", "RemoteBackend", "mea
 
 _MAX_BACKOFF_S = 8.0
 _HEADER_ALLOWANCE = 64 * 1024  # bytes of a request that are not model bytes (generous)
+#: the device fields a remote device and the agent's device it runs on must agree on
+_MATCHED = ("backend", "threads", "batch", "precision", "provider", "options")
 
 
 class AgentSettings(BaseModel):
@@ -244,6 +251,7 @@ class RemoteBackend(Backend):
         self._health: dict[str, Any] | None = None
         self._health_at = 0.0
         self._held: set[str] = set()  # sha256 of the models the agent is known to hold
+        self._target_name: str | None = None  # the agent device it runs on, once resolved
 
     # -- availability --------------------------------------------------------------------
     def health(self, max_age_s: float = 30.0, retries: int | None = 0) -> dict[str, Any]:
@@ -265,13 +273,14 @@ class RemoteBackend(Backend):
             health = self.health()
         except AgentError as err:
             return str(err)
-        name = self.settings.device
-        if name is not None:
-            status = {d["name"]: d for d in health.get("devices", [])}.get(name)
-            if status is None:
-                return f"agent at {self.client.where} has no device '{name}'"
-            if status.get("available"):
-                return f"device '{name}' on the agent at {self.client.where}: {status['available']}"
+        name = self._agent_device(health)
+        if name is None:
+            return self._no_match()
+        status = {d["name"]: d for d in health.get("devices", [])}.get(name)
+        if status is None:
+            return f"agent at {self.client.where} has no device '{name}'"
+        if status.get("available"):
+            return f"device '{name}' on the agent at {self.client.where}: {status['available']}"
         return None
 
     # -- compile here, run there ---------------------------------------------------------
@@ -335,14 +344,41 @@ class RemoteBackend(Backend):
         if chunk:
             yield chunk
 
-    def _target(self) -> dict[str, Any]:
-        """The device the agent should use: a name there, or this device's own spec."""
-        if self.settings.device is not None:
-            return {"agent_device": self.settings.device}
-        spec = self.device.model_dump(mode="json",
-                                      exclude={"host", "port", "token_file", "description"})
+    def _spec(self) -> dict[str, Any]:
+        """What of this device the agent's device must match (the client's side of it left out:
+        name, host, port, token_file, description, resolution and options.agent)."""
+        spec = self.device.model_dump(mode="json", include=set(_MATCHED))
         spec["options"] = {k: v for k, v in spec["options"].items() if k != "agent"}
-        return {"device": spec}
+        return spec
+
+    def _agent_device(self, health: dict[str, Any]) -> str | None:
+        """The agent device this device runs on: `options.agent.device`, else the agent's
+        device whose settings equal this device's (its own name first), else None."""
+        if self.settings.device is not None:
+            return self.settings.device
+        want = self._spec()
+        matches = [d["name"] for d in health.get("devices", [])
+                   if {k: (d.get("spec") or {}).get(k, {} if k == "options" else None)
+                       for k in _MATCHED} == want]
+        if self.device.name in matches:
+            return self.device.name
+        return matches[0] if matches else None
+
+    def _no_match(self) -> str:
+        spec = self._spec()
+        what = " ".join(f"{k}={v}" for k, v in spec.items() if v not in (None, {}))
+        return (f"agent at {self.client.where} has no device with this device's settings "
+                f"({what}); the agent runs only its own devices: name one with "
+                "options.agent.device or add one to the agent's --devices file")
+
+    def _target(self) -> dict[str, Any]:
+        """The agent device to use, by name (the agent takes no device spec from a client)."""
+        if self._target_name is None:
+            name = self._agent_device(self._health or self.health(retries=None))
+            if name is None:
+                raise AgentError(self._no_match())
+            self._target_name = name
+        return {"agent_device": self._target_name}
 
     def _post(self, path: str, chunk: Mapping[str, Artifact], reference: Artifact | None,
               options: ProtocolOptions, request_id: str | None = None

@@ -10,6 +10,11 @@ Bodies are `wire` frames; answers are JSON (`{"results": {id: LatencyStats}, ...
 (`Authorization: Bearer`, constant-time compare), the size (Content-Length against
 `max_request_bytes`), the content type. Then each blob must be self-contained ONNX.
 
+The agent serves only its own devices (built-ins and its --devices file): a request names one
+(`agent_device`) and carries no device spec, runtime option, execution provider, path or cache
+setting (`wire.decode_frames` refuses such fields with 400). A token therefore allows timing an
+ONNX model on those devices and nothing else: no file on the agent is named by a client.
+
 The reference model is the client's: it is sent like any model and kept by sha256, so after the
 first request of a session only its hash travels. (A built-in reference would make ratios
 incomparable with the client's other devices, which normalise by the client's reference.)
@@ -59,7 +64,7 @@ from hwnas.devices.agent.wire import (
 from hwnas.devices.base import Artifact, Backend, OnnxBuiltBackend, Runner, one_line
 from hwnas.devices.device import Device
 from hwnas.devices.protocol import measure, measure_many
-from hwnas.devices.registry import _make_device, builtin_devices, load_devices, make_backend
+from hwnas.devices.registry import builtin_devices, load_devices, make_backend
 from hwnas.devices.stats import LatencyStats
 from hwnas.errors import AgentError, DeviceError, HwnasError
 
@@ -87,6 +92,8 @@ class Agent:
             devices.update(load_devices(devices_file))
         self.devices = {n: d for n, d in devices.items() if not d.is_remote}
         self.device_status = [{"name": d.name, "backend": d.backend, "options": d.summary(),
+                               "spec": d.model_dump(mode="json", exclude={"description", "host",
+                                                                           "port", "token_file"}),
                                "available": _unservable(make_backend(d))}
                               for d in self.devices.values()]
         self.lock = threading.Lock()  # one measurement at a time
@@ -108,10 +115,13 @@ class Agent:
         if content_length is None:
             raise Refusal(411, "length_required", "send a Content-Length header (no chunked "
                           "bodies)")
-        try:
-            n = int(content_length)
-        except ValueError:
-            raise Refusal(400, "bad_request", f"bad Content-Length {content_length!r}") from None
+        text = content_length.strip()
+        # digits only: int() also takes "-1", "+5", "1_000"; a negative length would make
+        # rfile.read() read until the client closes (an unbounded body)
+        if not (text.isascii() and text.isdigit()) or len(text) > 18:
+            raise Refusal(400, "bad_request", f"bad Content-Length {content_length[:40]!r}: "
+                          "send the body's size in bytes")
+        n = int(text)
         if n > self.max_request_bytes:
             raise Refusal(413, "payload_too_large", f"the request has {n} bytes, more than this "
                           f"agent's limit of {self.max_request_bytes}; send fewer or smaller "
@@ -191,20 +201,13 @@ class Agent:
         return {**record, "replayed": True}
 
     def _device(self, req: MeasureRequest) -> Device:
-        if req.agent_device is not None:
-            try:
-                return self.devices[req.agent_device]
-            except KeyError:
-                raise Refusal(422, "unknown_device", f"the agent has no device "
-                              f"'{req.agent_device}'; it has {', '.join(self.devices)}") from None
-        spec = req.device or {}
-        if any(spec.get(k) is not None for k in ("host", "port", "token_file")):
-            raise Refusal(400, "bad_device", "a device measured by an agent cannot be remote "
-                          "itself (drop host/port/token_file from the spec)")
+        """One of the agent's own devices, by name: the allow-list. Nothing about how a model
+        runs (runtime options, provider, paths, caches) comes from the request."""
         try:
-            return _make_device(spec, "the request")
-        except HwnasError as err:
-            raise Refusal(400, "bad_device", str(err)) from None
+            return self.devices[req.agent_device]
+        except KeyError:
+            raise Refusal(422, "unknown_device", f"the agent has no device "
+                          f"'{req.agent_device}'; it has {', '.join(self.devices)}") from None
 
     def _measure(self, endpoint: str, req: MeasureRequest) -> dict[str, LatencyStats]:
         device = self._device(req)
@@ -286,6 +289,9 @@ class _Handler(BaseHTTPRequestHandler):
         if endpoint is None:
             raise Refusal(404, "not_found", f"no endpoint POST {self.path}; use /measure or "
                           "/measure_many")
+        lengths = self.headers.get_all("Content-Length") or []
+        if len(lengths) > 1:
+            raise Refusal(400, "bad_request", "the request has several Content-Length headers")
         n = agent.check_length(self.headers.get("Content-Length"))
         if self.headers.get_content_type() != CONTENT_TYPE:
             raise Refusal(415, "unsupported_media_type", f"the agent takes {CONTENT_TYPE} "

@@ -26,7 +26,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Iterator
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hwnas.errors import AgentError
 
@@ -90,25 +90,24 @@ class ProtocolOptions(BaseModel):
 class MeasureRequest(BaseModel):
     """The header of POST /measure and /measure_many.
 
-    The device is either `device`, a spec with `Device` fields that the agent measures as given
-    (the client's own device minus host/port/token_file), or `agent_device`, one of the agent's
-    devices by name (built-in or from its --devices file).
+    `agent_device` names one of the agent's own devices (a built-in or one from the agent's
+    --devices file). That is the only say a client has over how a model runs: the agent takes no
+    device spec, runtime option, execution provider, path or cache setting from a request (such
+    fields would let a token holder make the runtime write files on the agent), and refuses a
+    header that carries any field not listed here (`CLIENT_FIELDS`).
     """
 
     model_config = ConfigDict(extra="forbid")
     request_id: str = Field(pattern=r"^[A-Za-z0-9_-]{8,64}$")
-    device: dict[str, Any] | None = None
-    agent_device: str | None = Field(None, max_length=64)
+    agent_device: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64)
     protocol: ProtocolOptions = Field(default_factory=ProtocolOptions)
     models: dict[ModelId, Sha256] = Field(min_length=1, max_length=1000)
     reference: Sha256 | None = None
     blobs: list[Blob] = Field(default_factory=list, max_length=1001)
 
-    @model_validator(mode="after")
-    def _check(self) -> MeasureRequest:
-        if (self.device is None) == (self.agent_device is None):
-            raise ValueError("give exactly one of device (a spec) and agent_device (a name)")
-        return self
+    #: the header fields a client may send; anything else is refused (400 `device_spec_refused`)
+    CLIENT_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"request_id", "agent_device", "protocol", "models", "reference", "blobs"})
 
     def digest(self, endpoint: str) -> str:
         """What the request asks for, independent of which blobs it happened to carry: a
@@ -144,7 +143,21 @@ def decode_frames(body: bytes) -> tuple[MeasureRequest, dict[str, bytes]]:
         raise Refusal(400, "bad_request", f"the request header claims {n} bytes, "
                       f"more than the body or the {MAX_HEADER_BYTES}-byte header limit")
     try:
-        req = MeasureRequest.model_validate_json(body[start:start + n])
+        header = json.loads(body[start:start + n])
+    except (ValueError, UnicodeDecodeError):
+        raise Refusal(400, "bad_request", "invalid request header: not JSON") from None
+    if not isinstance(header, dict):
+        raise Refusal(400, "bad_request", "invalid request header: not a JSON object")
+    if stray := sorted(set(header) - MeasureRequest.CLIENT_FIELDS):
+        raise Refusal(400, "device_spec_refused", f"the request carries {', '.join(stray)}: the "
+                      "agent takes no device spec, runtime option, provider, path or cache "
+                      "setting from a client; name one of the agent's own devices with "
+                      "agent_device (see GET /health) or add one to the agent's --devices file")
+    if "agent_device" not in header:
+        raise Refusal(400, "bad_request", "the request names no agent_device: name one of the "
+                      "agent's own devices (see GET /health)")
+    try:
+        req = MeasureRequest.model_validate(header)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "request"
@@ -215,6 +228,9 @@ def check_onnx(data: bytes, input_name: str = "input") -> OnnxInput:
         raise refuse(f"it does not parse ({type(err).__name__})") from None
     if model.ir_version < 3 or not model.graph.node or not model.opset_import:
         raise refuse("no ONNX graph in it (missing ir_version, opset or nodes)")
+    if any(prop.key == "ort_config" for prop in model.metadata_props):
+        raise refuse("it carries ONNX Runtime session options (metadata 'ort_config'); the "
+                     "agent's own device settings are the only ones used")
     tensors = chain(_tensors(model.graph), *(_node_tensors(f.node) for f in model.functions))
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors):
         raise refuse("it references external data files")

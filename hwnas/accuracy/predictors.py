@@ -1,0 +1,343 @@
+"""Accuracy predictors: top-1 (%) of a subnet from its architecture, with an uncertainty.
+
+Every kind fits in seconds on a few hundred rows, predicts with numpy (a search scores tens of
+thousands of subnets per second), knows its own spread, and never extrapolates: predictions are
+clipped to the range of top-1 the table it was fitted on holds (`clip`), and a search is told so.
+
+- ``ridge`` (features "compact" or "full"): Bayesian ridge regression; the penalty is chosen by
+  exact leave-one-out error, the uncertainty is the posterior predictive standard deviation.
+- ``mlp-ensemble``: five small MLPs, each with weight decay and early stopping on its own held-out
+  rows; the prediction is their mean and the uncertainty their spread.
+- ``mlp``: Once-for-All's single 3x400 MLP on the one-hot encoding, kept as a baseline: on small
+  tables it memorises (train RMSE ~0) and loses to the others out of fold.
+
+Saved as JSON (kind, settings, scalars) + .npz (arrays, sha256 in the JSON); never pickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from hwnas.accuracy.features import arch_features
+from hwnas.errors import CheckpointError, InputError
+from hwnas.fileio import atomic_path, atomic_write_json, read_npz
+from hwnas.space import SearchSpace
+
+__all__ = ["AccuracyPredictor", "RidgePredictor", "MLPEnsemblePredictor", "OFAMLPPredictor",
+           "accuracy_predictor_kinds", "make_accuracy_predictor", "load_predictor_file"]
+
+FORMAT = "hwnas-accuracy-predictor"
+VERSION = 2
+_REGISTRY: dict[str, type["AccuracyPredictor"]] = {}
+
+
+def accuracy_predictor_kinds() -> list[str]:
+    return list(_REGISTRY)
+
+
+def make_accuracy_predictor(kind: str, space: SearchSpace, n_classes: int = 10, **settings: Any
+                            ) -> "AccuracyPredictor":
+    if kind not in _REGISTRY:
+        raise InputError(f"unknown accuracy predictor {kind!r}; known: {', '.join(_REGISTRY)}")
+    return _REGISTRY[kind](space, n_classes, **settings)
+
+
+class AccuracyPredictor(ABC):
+    """Template: subclasses implement `_fit(x, y)`, `_predict(x) -> (mean, std)` and the state
+    they persist; this base owns features, clipping, uncertainty scale and persistence."""
+
+    kind: ClassVar[str]
+    feature_set: ClassVar[str] = "full"
+
+    def __init__(self, space: SearchSpace, n_classes: int = 10, **settings: Any):
+        self.space, self.n_classes = space, int(n_classes)
+        self.settings: dict[str, Any] = dict(settings)
+        self.clip: tuple[float, float] = (0.0, 100.0)
+        self.std_scale = 1.0  # calibrates the raw spread on out-of-fold errors (select.py)
+        self.meta: dict[str, Any] = {}
+        self.x_mean: np.ndarray | None = None
+        self.x_std: np.ndarray | None = None
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "kind" in cls.__dict__:  # concrete kinds register; shared bases do not
+            _REGISTRY[cls.kind] = cls
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+    # -- features ---------------------------------------------------------------------------
+    def features(self, archs) -> np.ndarray:
+        return arch_features(self.space, archs, self.settings.get("features", self.feature_set), self.n_classes)
+
+    def _standardise(self, x: np.ndarray) -> np.ndarray:
+        return (x - self.x_mean) / self.x_std
+
+    # -- fit / predict ----------------------------------------------------------------------
+    def fit(self, archs, top1, *, seed: int = 0) -> "AccuracyPredictor":
+        x = self.features(archs)
+        y = np.asarray(top1, dtype=np.float64)
+        if len(x) != len(y):
+            raise InputError(f"got {len(x)} archs but {len(y)} accuracies")
+        if len(y) < 3:
+            raise InputError(f"fitting an accuracy predictor needs at least 3 subnets, got {len(y)}")
+        if not np.all(np.isfinite(y)) or y.min() < 0 or y.max() > 100:
+            raise InputError("top-1 values must be finite percentages within [0, 100]")
+        self.x_mean = x.mean(0)
+        self.x_std = np.where(x.std(0) > 1e-9, x.std(0), 1.0)
+        self.clip = (float(y.min()), float(y.max()))
+        self.meta["n_train"] = int(len(y))
+        self._fit(self._standardise(x), y, seed)
+        return self
+
+    def predict_with_std(self, archs) -> tuple[np.ndarray, np.ndarray]:
+        """(top-1 %, one-sigma uncertainty in points) of many archs; top-1 clipped to `clip`."""
+        if self.x_mean is None:
+            raise InputError("this accuracy predictor is not fitted yet")
+        mean, std = self._predict(self._standardise(self.features(archs)))
+        return np.clip(mean, *self.clip), std * self.std_scale
+
+    def predict(self, archs) -> np.ndarray:
+        return self.predict_with_std(archs)[0]
+
+    @abstractmethod
+    def _fit(self, x: np.ndarray, y: np.ndarray, seed: int) -> None: ...
+
+    @abstractmethod
+    def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+    @abstractmethod
+    def _arrays(self) -> dict[str, np.ndarray]: ...
+
+    @abstractmethod
+    def _load_arrays(self, arrays: Mapping[str, np.ndarray], doc: Mapping[str, Any]) -> None: ...
+
+    def _scalars(self) -> dict[str, Any]:
+        return {}
+
+    # -- persistence ------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """``path`` (JSON) + ``path`` with suffix .npz (the arrays), both atomically."""
+        path = Path(path)
+        npz = path.with_suffix(".npz")
+        arrays = {"x_mean": self.x_mean, "x_std": self.x_std, **self._arrays()}
+        with atomic_path(npz, suffix=".npz") as tmp:
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays)
+            digest = hashlib.sha256(tmp.read_bytes()).hexdigest()
+        doc = {"format": FORMAT, "version": VERSION, "kind": self.kind, "target": "top1",
+               "space": self.space.to_dict(), "n_classes": self.n_classes, "settings": self.settings,
+               "clip": list(self.clip), "std_scale": self.std_scale, **self._scalars(),
+               "meta": self.meta, "arrays": npz.name, "sha256": digest}
+        atomic_write_json(path, doc)
+        return path
+
+    @staticmethod
+    def load(path: str | Path) -> "AccuracyPredictor":
+        return load_predictor_file(path)
+
+
+def load_predictor_file(path: str | Path) -> AccuracyPredictor:
+    """Any saved accuracy predictor; one-line errors for missing, foreign or damaged files."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"accuracy predictor {path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{path} is not an accuracy predictor (not valid JSON: "
+                              f"{str(err).splitlines()[0]})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        raise CheckpointError(f"{path} is not a version-{VERSION} hwnas accuracy predictor; "
+                              "refit it with `hwnas accuracy fit --run DIR`")
+    arrays = read_npz(path.parent / str(doc.get("arrays")), path)
+    try:
+        pred = make_accuracy_predictor(doc["kind"], SearchSpace.from_dict(doc["space"]),
+                                       doc["n_classes"], **doc.get("settings", {}))
+        pred.x_mean, pred.x_std = np.asarray(arrays["x_mean"]), np.asarray(arrays["x_std"])
+        pred.clip = (float(doc["clip"][0]), float(doc["clip"][1]))
+        pred.std_scale, pred.meta = float(doc["std_scale"]), dict(doc.get("meta") or {})
+        pred._load_arrays(arrays, doc)
+    except (KeyError, TypeError, ValueError, IndexError) as err:
+        raise CheckpointError(f"{path} is a damaged accuracy predictor ({type(err).__name__}: "
+                              f"{err}); refit it with `hwnas accuracy fit --run DIR`") from None
+    if pred.x_mean.shape[0] != pred.features([pred.space.min_arch()]).shape[1]:
+        raise CheckpointError(f"{path} was fitted on other features than this space encodes; refit it")
+    return pred
+
+
+# -- ridge -----------------------------------------------------------------------------------
+class RidgePredictor(AccuracyPredictor):
+    kind = "ridge"
+    feature_set = "compact"
+    ALPHAS = np.logspace(-3, 4, 29)
+
+    @property
+    def name(self) -> str:
+        return f"ridge[{self.settings.get('features', self.feature_set)}]"
+
+    def _fit(self, x: np.ndarray, y: np.ndarray, seed: int) -> None:
+        n, p = x.shape
+        self.y_mean = float(y.mean())
+        yc = y - self.y_mean
+        u, s, vt = np.linalg.svd(x, full_matrices=False)
+        uty = u.T @ yc
+        best = (np.inf, 1.0)
+        for a in self.ALPHAS:  # exact leave-one-out error of each penalty, from one SVD
+            shrink = s**2 / (s**2 + a)
+            fitted = u @ (shrink * uty)
+            hat = (u**2) @ shrink + 1.0 / n  # + the intercept's leverage
+            loo = (yc - fitted) / np.maximum(1.0 - hat, 1e-6)
+            best = min(best, (float(np.mean(loo**2)), float(a)))
+        self.alpha = best[1]
+        a = self.alpha
+        self.coef = vt.T @ ((s / (s**2 + a)) * uty)
+        dof = float(np.sum(s**2 / (s**2 + a))) + 1.0
+        resid = yc - x @ self.coef
+        self.sigma2 = float(resid @ resid / max(n - dof, 1.0))
+        self.cov = np.linalg.inv(x.T @ x + a * np.eye(p))  # posterior covariance / sigma^2
+        self.meta["alpha"] = self.alpha
+
+    def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mean = x @ self.coef + self.y_mean
+        var = self.sigma2 * (1.0 / max(self.meta.get("n_train", 1), 1) + np.einsum("ij,jk,ik->i", x, self.cov, x))
+        return mean, np.sqrt(np.maximum(var, 0.0))
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {"coef": self.coef, "cov": self.cov}
+
+    def _scalars(self) -> dict[str, Any]:
+        return {"y_mean": self.y_mean, "sigma2": self.sigma2, "alpha": self.alpha}
+
+    def _load_arrays(self, arrays, doc) -> None:
+        self.coef, self.cov = np.asarray(arrays["coef"]), np.asarray(arrays["cov"])
+        self.y_mean, self.sigma2, self.alpha = float(doc["y_mean"]), float(doc["sigma2"]), float(doc["alpha"])
+
+
+# -- MLPs ------------------------------------------------------------------------------------
+def _train_mlp(x: np.ndarray, y: np.ndarray, hidden: tuple[int, ...], *, epochs: int, lr: float,
+               weight_decay: float, seed: int, x_val: np.ndarray | None = None,
+               y_val: np.ndarray | None = None, batch_size: int = 128) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Adam + cosine schedule on MSE; with a validation set, the weights of the best validation
+    epoch are kept (early stopping). Returns [(W [in, out], b [out]), ...]."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matmuls: more threads only add synchronisation
+    try:
+        return _train_mlp_1t(x, y, hidden, epochs=epochs, lr=lr, weight_decay=weight_decay, seed=seed,
+                             x_val=x_val, y_val=y_val, batch_size=batch_size)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_mlp_1t(x, y, hidden, *, epochs, lr, weight_decay, seed, x_val, y_val, batch_size):
+    import torch
+
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    sizes = [x.shape[1], *hidden, 1]
+    layers: list[torch.nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(torch.nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(torch.nn.ReLU())
+    net = torch.nn.Sequential(*layers)
+    xt, yt = torch.from_numpy(x.astype(np.float32)), torch.from_numpy(y.astype(np.float32))
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
+    n_batches = max(1, -(-len(x) // batch_size))
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs * n_batches))
+    val = None if x_val is None or not len(x_val) else (torch.from_numpy(x_val.astype(np.float32)),
+                                                         torch.from_numpy(y_val.astype(np.float32)))
+    best_loss, best_state = np.inf, None
+    for epoch in range(epochs):
+        net.train()
+        for idx in torch.randperm(len(x), generator=gen).split(batch_size):
+            loss = torch.nn.functional.mse_loss(net(xt[idx]).squeeze(1), yt[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+        if val is not None and (epoch % 5 == 4 or epoch == epochs - 1):
+            with torch.no_grad():
+                v = float(torch.nn.functional.mse_loss(net(val[0]).squeeze(1), val[1]))
+            if v < best_loss:
+                best_loss, best_state = v, {k: t.clone() for k, t in net.state_dict().items()}
+    if best_state is not None:
+        net.load_state_dict(best_state)
+    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+    return [(m.weight.detach().double().numpy().T.copy(), m.bias.detach().double().numpy().copy())
+            for m in linears]
+
+
+def _mlp_forward(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
+    h = x
+    for w, b in layers[:-1]:
+        h = np.maximum(h @ w + b, 0.0)
+    w, b = layers[-1]
+    return (h @ w + b)[:, 0]
+
+
+class _MLPFamily(AccuracyPredictor):
+    """Shared state of MLP kinds: `members` lists of layers, targets standardised."""
+
+    members: list[list[tuple[np.ndarray, np.ndarray]]]
+
+    def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        outs = np.stack([_mlp_forward(layers, x) for layers in self.members]) * self.y_std + self.y_mean
+        std = outs.std(0) if len(outs) > 1 else np.zeros(outs.shape[1])
+        return outs.mean(0), std
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        out = {}
+        for k, layers in enumerate(self.members):
+            for i, (w, b) in enumerate(layers):
+                out[f"m{k}_w{i}"], out[f"m{k}_b{i}"] = w, b
+        return out
+
+    def _scalars(self) -> dict[str, Any]:
+        return {"y_mean": self.y_mean, "y_std": self.y_std, "n_members": len(self.members),
+                "n_layers": len(self.members[0])}
+
+    def _load_arrays(self, arrays, doc) -> None:
+        self.y_mean, self.y_std = float(doc["y_mean"]), float(doc["y_std"])
+        self.members = [[(np.asarray(arrays[f"m{k}_w{i}"]), np.asarray(arrays[f"m{k}_b{i}"]))
+                         for i in range(int(doc["n_layers"]))] for k in range(int(doc["n_members"]))]
+
+    def _targets(self, y: np.ndarray) -> np.ndarray:
+        self.y_mean, self.y_std = float(y.mean()), float(y.std()) or 1.0
+        return (y - self.y_mean) / self.y_std
+
+
+class MLPEnsemblePredictor(_MLPFamily):
+    kind = "mlp-ensemble"
+
+    def _fit(self, x: np.ndarray, y: np.ndarray, seed: int) -> None:
+        s = {"members": 5, "hidden": (64, 64), "epochs": 300, "lr": 3e-3, "weight_decay": 1e-2,
+             "val_fraction": 0.2, **self.settings}
+        yt = self._targets(y)
+        self.members = []
+        for k in range(int(s["members"])):
+            perm = np.random.default_rng([seed, k]).permutation(len(y))
+            n_val = int(round(float(s["val_fraction"]) * len(y))) if len(y) >= 20 else 0
+            val, tr = perm[:n_val], perm[n_val:]
+            self.members.append(_train_mlp(x[tr], yt[tr], tuple(s["hidden"]), epochs=int(s["epochs"]),
+                                           lr=float(s["lr"]), weight_decay=float(s["weight_decay"]),
+                                           seed=seed * 1000 + k, x_val=x[val], y_val=yt[val]))
+
+
+class OFAMLPPredictor(_MLPFamily):
+    kind = "mlp"
+
+    def _fit(self, x: np.ndarray, y: np.ndarray, seed: int) -> None:
+        s = {"hidden": (400, 400, 400), "epochs": 300, "lr": 1e-3, "weight_decay": 1e-5, **self.settings}
+        yt = self._targets(y)
+        self.members = [_train_mlp(x, yt, tuple(s["hidden"]), epochs=int(s["epochs"]), lr=float(s["lr"]),
+                                   weight_decay=float(s["weight_decay"]), seed=seed)]

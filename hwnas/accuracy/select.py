@@ -1,0 +1,99 @@
+"""Choose the accuracy predictor by out-of-fold error, as the latency side does.
+
+Every candidate kind is scored by K-fold cross-validation on the run's accuracy table (the
+out-of-fold predictions of all folds pooled, so every row counts once); the lowest out-of-fold MAE
+wins (ties: the earlier, simpler candidate). The winner is refitted on the whole table, its
+uncertainty is scaled so that out-of-fold errors are one sigma on average, and the report keeps
+every candidate's numbers and the winner's learning curve.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from hwnas.accuracy.predictors import AccuracyPredictor, make_accuracy_predictor
+from hwnas.errors import InputError
+from hwnas.latency.metrics import kendall_tau, rmse
+from hwnas.space import SearchSpace
+
+__all__ = ["DEFAULT_CANDIDATES", "regression_metrics", "cross_val_predict", "fit_best_accuracy"]
+
+# (kind, settings), simplest first. Once-for-All's 3x400 MLP ("mlp") is not among them: it costs
+# more than all of these together and memorises small tables (`hwnas accuracy eval` can still score it).
+DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("ridge", {"features": "compact"}),
+    ("ridge", {"features": "full"}),
+    ("mlp-ensemble", {"features": "compact"}),
+    ("mlp-ensemble", {"features": "full"}),
+)
+
+
+def regression_metrics(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
+    """RMSE / MAE / mean error (bias) in top-1 points, and Kendall tau (the order a search needs)."""
+    err = np.asarray(pred, dtype=np.float64) - np.asarray(true, dtype=np.float64)
+    return {"mae": float(np.mean(np.abs(err))), "rmse": rmse(pred, true), "bias": float(np.mean(err)),
+            "kendall_tau": kendall_tau(pred, true), "n": int(len(err))}
+
+
+def _folds(n: int, k: int, seed: int) -> list[np.ndarray]:
+    return np.array_split(np.random.default_rng(seed).permutation(n), min(k, n))
+
+
+def cross_val_predict(make, m: np.ndarray, y: np.ndarray, *, folds: int = 5, seed: int = 0
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Pooled out-of-fold (prediction, sigma) for the predictor `make()` builds."""
+    pred, std = np.empty(len(y)), np.empty(len(y))
+    for test in _folds(len(y), folds, seed):
+        train = np.setdiff1d(np.arange(len(y)), test)
+        p = make().fit(m[train], y[train], seed=seed)
+        pred[test], std[test] = p.predict_with_std(m[test])
+    return pred, std
+
+
+def fit_best_accuracy(space: SearchSpace, m: np.ndarray, y: np.ndarray, *, n_classes: int = 10,
+                      candidates: Sequence[tuple[str, dict[str, Any]]] | None = None,
+                      folds: int = 5, seed: int = 0, curve: Sequence[float] = (0.25, 0.5, 0.75, 1.0)
+                      ) -> tuple[AccuracyPredictor, dict[str, Any]]:
+    """(the best predictor refitted on all rows, its report)."""
+    m, y = np.asarray(m), np.asarray(y, dtype=np.float64)
+    if len(y) < 10:
+        raise InputError(f"choosing an accuracy predictor needs at least 10 measured subnets, got {len(y)}")
+    candidates = list(candidates or DEFAULT_CANDIDATES)
+    scores: list[dict[str, Any]] = []
+    best_i, best_oof = 0, None
+    for i, (kind, settings) in enumerate(candidates):
+        t = time.perf_counter()
+        pred, std = cross_val_predict(lambda: make_accuracy_predictor(kind, space, n_classes, **settings),
+                                      m, y, folds=folds, seed=seed)
+        row = {"kind": kind, "settings": settings, **regression_metrics(pred, y),
+               "seconds": round(time.perf_counter() - t, 2)}
+        scores.append(row)
+        if row["mae"] < scores[best_i]["mae"] - 1e-12 or i == 0:
+            best_i, best_oof = i, (pred, std)
+    kind, settings = candidates[best_i]
+    make = lambda: make_accuracy_predictor(kind, space, n_classes, **settings)  # noqa: E731
+    best = make().fit(m, y, seed=seed)
+    pred, std = best_oof
+    z = (pred - y) / np.maximum(std, 1e-6)
+    best.std_scale = float(np.sqrt(np.mean(z**2))) if np.all(std > 0) else 1.0
+    within = float(np.mean(np.abs(pred - y) <= best.std_scale * std))
+    learning = []
+    rng = np.random.default_rng(seed + 1)
+    order = rng.permutation(len(y))
+    for frac in curve:
+        n = int(round(frac * len(y)))
+        if n < 10:
+            continue
+        sub = order[:n]
+        p, _ = cross_val_predict(make, m[sub], y[sub], folds=folds, seed=seed)
+        learning.append({"rows": n, **{k: v for k, v in regression_metrics(p, y[sub]).items() if k != "n"}})
+    report = {"chosen": {"kind": kind, "settings": settings, "name": best.name},
+              "oof": {**regression_metrics(pred, y), "within_1_sigma": within},
+              "candidates": scores, "learning_curve": learning, "folds": min(folds, len(y)),
+              "table_rows": int(len(y)), "clip": list(best.clip), "std_scale": best.std_scale,
+              "train": regression_metrics(best.predict(m), y)}
+    best.meta["metrics"] = report
+    return best, report

@@ -1,0 +1,172 @@
+"""The run's accuracy table: sampled subnets of its supernet, evaluated for real.
+
+`<run>/accuracy.csv` (flat arch columns, id, top1, loss, n) holds subnets evaluated on the held-out
+validation split after BN recalibration (`hwnas.supernet.evaluation.evaluate_subnets`); the test
+split is kept for verifying search results. A subnet takes about a second, so the table is built in
+chunks, each appended atomically under the run's lock, and a rerun evaluates only what is missing.
+The sample is prefix-stable: asking for more subnets later extends the same list.
+
+Under ``torchrun --nproc_per_node N -m hwnas accuracy build ...`` every rank evaluates its share of
+each chunk and rank 0, the only writer, merges them (torch.distributed, gloo or NCCL).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from hwnas.errors import InputError, TableError
+from hwnas.fileio import atomic_path
+from hwnas.space import FLAT_COLUMNS, SearchSpace
+
+__all__ = ["ACCURACY_TABLE", "accuracy_sample", "read_accuracy_table", "build_accuracy_table",
+           "measured_accuracy", "evaluate_into_table"]
+
+ACCURACY_TABLE = "accuracy.csv"
+_BLOCK = 50  # archs per seeded block of the prefix-stable sample
+COLUMNS = [*FLAT_COLUMNS, "id", "top1", "loss", "n"]
+
+Progress = Callable[..., Any]  # progress(event, **fields)
+
+
+def accuracy_sample(space: SearchSpace, n: int, seed: int = 0) -> np.ndarray:
+    """`n` distinct canonical subnets (int [n, 46]): the space's min and max, then seeded blocks,
+    each half uniform over networks and half graded small-to-large (`sample_graded`), so the
+    predictor also sees the small subnets tight budgets select. The first k rows of a larger
+    sample are the same k rows."""
+    from hwnas.search.operators import sample_graded, unique_rows  # lazy: hwnas.search imports us
+
+    if n < 1:
+        raise InputError(f"the accuracy table needs at least 1 subnet, got n={n}")
+    parts = [space.to_matrix([space.min_arch(), space.max_arch()])]
+    total, b = 2, 0
+    while total < n + 2 * _BLOCK:  # margin: duplicates are dropped below
+        rng = np.random.default_rng([seed, b])
+        half = _BLOCK // 2
+        parts += [space.sample_matrix(_BLOCK - half, rng), sample_graded(space, half, rng)]
+        total, b = total + _BLOCK, b + 1
+    m = np.concatenate(parts)
+    m = m[unique_rows(m)]
+    return m[:n]
+
+
+def read_accuracy_table(run_dir: str | Path, name: str = ACCURACY_TABLE):
+    """The run's accuracy table (an empty DataFrame when there is none)."""
+    import pandas as pd
+
+    path = Path(run_dir) / name
+    if not path.exists():
+        return pd.DataFrame(columns=COLUMNS)
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise TableError(f"accuracy table {path} is unreadable ({str(err).splitlines()[0]}); "
+                         "move it away and rebuild it with `hwnas accuracy build`") from None
+    missing = [c for c in (*FLAT_COLUMNS, "id", "top1") if c not in df.columns]
+    if missing:
+        raise TableError(f"{path} is not an hwnas accuracy table (missing {', '.join(missing[:4])})")
+    bad = ~np.isfinite(pd.to_numeric(df["top1"], errors="coerce").to_numpy(dtype=float))
+    if bad.any() or not df["top1"].between(0, 100).all():
+        raise TableError(f"{path} has top-1 values that are not percentages (row {int(np.argmax(bad)) + 2}); "
+                         "move it away and rebuild it with `hwnas accuracy build`")
+    return df
+
+
+def _dist() -> tuple[int, int]:
+    """(rank, world size); initialises the process group under torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    if world <= 1:
+        return 0, 1
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _gather(rows: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
+    if world == 1:
+        return rows
+    import torch.distributed as dist
+
+    parts: list[Any] = [None] * world
+    dist.all_gather_object(parts, rows)
+    return [r for part in parts for r in part]
+
+
+def build_accuracy_table(run, n: int = 1000, *, seed: int = 0, bn_images: int | None = None,
+                         max_batches: int | None = None, chunk: int = 25,
+                         progress: Progress | None = None):
+    """Evaluate `n` sampled subnets of the run's supernet on the validation split into
+    `<run>/accuracy.csv` and return the table's rows for them. Already evaluated subnets are
+    skipped; each chunk is appended atomically, so an interrupted build loses at most one chunk.
+    Under torchrun, ranks share every chunk."""
+    archs = run.space.from_matrix(accuracy_sample(run.space, n, seed))
+    return evaluate_into_table(run, archs, ACCURACY_TABLE, split="val", seed=seed, bn_images=bn_images,
+                               max_batches=max_batches, chunk=chunk, progress=progress, event="accuracy")
+
+
+def measured_accuracy(run, archs, *, split: str = "test", bn_images: int | None = None, seed: int = 0,
+                      progress: Progress | None = None) -> np.ndarray:
+    """Top-1 (%) of `archs` measured on `split` (default: the test split, which no accuracy
+    table is fitted on), exactly as `hwnas supernet eval` computes it; kept in
+    `<run>/accuracy-<split>.csv` so a rerun does not evaluate the same subnet twice."""
+    table = evaluate_into_table(run, list(archs), f"accuracy-{split}.csv", split=split, seed=seed,
+                                bn_images=bn_images, chunk=10, progress=progress, event="verify-accuracy")
+    by_id = dict(zip(table["id"].astype(str), table["top1"].astype(float)))
+    return np.array([by_id[a.id] for a in archs], dtype=np.float64)
+
+
+def evaluate_into_table(run, archs, name: str, *, split: str, seed: int, bn_images: int | None,
+                        max_batches: int | None = None, chunk: int = 25, progress: Progress | None = None,
+                        event: str = "accuracy"):
+    """Evaluate the subnets of `archs` that `<run>/<name>` lacks and append them in chunks
+    (one writer under the run's lock); returns the table's rows for `archs`."""
+    import pandas as pd
+
+    from hwnas.run import run_lock
+    from hwnas.supernet.data import BN_IMAGES, build_loaders
+    from hwnas.supernet.evaluation import evaluate_subnets
+    from hwnas.supernet.pretrained import data_config_of, load_supernet
+
+    path = Path(run.run_dir) / name
+    rank, world = _dist()
+    table = read_accuracy_table(run.run_dir, name)
+    done = set(table["id"].astype(str))
+    todo = list({a.id: a for a in archs if a.id not in done}.values())
+    if progress and rank == 0:
+        progress(event, done=len(archs) - len(todo), total=len(archs))
+    if todo:
+        model, meta = load_supernet(run.supernet)
+        loaders = build_loaders(data_config_of(meta))
+        step = chunk * world
+        for lo in range(0, len(todo), step):
+            part = todo[lo:lo + step]
+            mine = part[rank::world]
+            rows = evaluate_subnets(model, mine, loaders, split=split, bn_images=bn_images or BN_IMAGES, seed=seed,
+                                    max_batches=max_batches) if mine else []
+            for a, r in zip(mine, rows):
+                r.update(zip(FLAT_COLUMNS, a.to_row()))
+            rows = _gather(rows, world)
+            if rank != 0:
+                continue
+            new = pd.DataFrame(rows)[COLUMNS]
+            with run_lock(run.run_dir, name):  # one writer; keep what another process appended
+                table = read_accuracy_table(run.run_dir, name)
+                new = new[~new["id"].isin(set(table["id"].astype(str)))]
+                table = new if table.empty else pd.concat([table, new], ignore_index=True)
+                with atomic_path(path, suffix=".csv") as tmp:
+                    table.to_csv(tmp, index=False)
+            if progress:
+                progress(event, done=len(archs) - len(todo) + lo + len(part), total=len(archs))
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+        table = read_accuracy_table(run.run_dir, name)
+    wanted = {a.id for a in archs}
+    return table[table["id"].astype(str).isin(wanted)].reset_index(drop=True)
