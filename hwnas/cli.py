@@ -531,8 +531,15 @@ def search_cmd(
     max_params: Optional[float] = typer.Option(None, "--max-params"),
     accuracy_samples: int = typer.Option(1000, "--accuracy-samples", help="Subnets evaluated when the "
                                          "accuracy table is missing."),
+    accuracy_checks: Optional[int] = typer.Option(None, "--accuracy-checks", help="Candidates whose top-1 is "
+                                                  "evaluated on the test split (default: 3 x --top-k)."),
+    latency_margin: float = typer.Option(0.02, "--latency-margin", help="Accept a subnet only if measured ms x "
+                                         "(1 + margin + 2 x its standard error) is within the budget."),
+    accuracy_risk: float = typer.Option(1.0, "--accuracy-risk", help="Search on predicted top-1 minus this many "
+                                        "sigmas of the predictor's uncertainty (0: the prediction alone)."),
 ) -> None:
-    """Search the accuracy/latency Pareto front under a latency budget, then verify on the device."""
+    """Search the accuracy/latency Pareto front under a latency budget, then verify on the device:
+    top-1 on the test split and latency with margin for measurement noise."""
     from hwnas.progress import EventProgress
     from hwnas.search import run_search
 
@@ -542,7 +549,7 @@ def search_cmd(
         raise InputError(f"--latency-ms must be a positive number of ms, got {latency_ms}")
     for flag, value in (("--population", population), ("--generations", generations),
                         ("--trials", trials), ("--top-k", top_k),
-                        ("--accuracy-samples", accuracy_samples)):
+                        ("--accuracy-samples", accuracy_samples), ("--accuracy-checks", accuracy_checks)):
         if value is not None and value < 1:
             raise InputError(f"{flag} must be at least 1, got {value}; leave it out for the default")
     for flag, value in (("--max-macs", max_macs), ("--max-params", max_params)):
@@ -556,7 +563,8 @@ def search_cmd(
                          workers=workers, storage=storage, top_k=top_k, seed=seed, verify=verify,
                          devices_file=devices_file, progress=bar, objectives=objectives, max_macs=max_macs,
                          max_params=max_params, population=population, generations=generations,
-                         n_trials=trials, accuracy_samples=accuracy_samples)
+                         n_trials=trials, accuracy_samples=accuracy_samples, accuracy_checks=accuracy_checks,
+                         latency_margin=latency_margin, accuracy_risk=accuracy_risk)
     _print_best(res)
     if not res.ok:
         raise typer.Exit(1)

@@ -19,7 +19,8 @@ from hwnas.errors import InputError
 from hwnas.latency.metrics import kendall_tau, rmse
 from hwnas.space import SearchSpace
 
-__all__ = ["DEFAULT_CANDIDATES", "regression_metrics", "cross_val_predict", "fit_best_accuracy"]
+__all__ = ["DEFAULT_CANDIDATES", "default_candidates", "regression_metrics", "cross_val_predict",
+           "fit_best_accuracy"]
 
 # (kind, settings), simplest first. Once-for-All's 3x400 MLP ("mlp") is not among them: it costs
 # more than all of these together and memorises small tables (`hwnas accuracy eval` can still score it).
@@ -29,6 +30,11 @@ DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("mlp-ensemble", {"features": "compact"}),
     ("mlp-ensemble", {"features": "full"}),
 )
+MLP_MIN_ROWS = 150  # below this the ensembles cost seconds per fold and did not beat ridge here
+
+
+def default_candidates(n_rows: int) -> list[tuple[str, dict[str, Any]]]:
+    return [c for c in DEFAULT_CANDIDATES if c[0] != "mlp-ensemble" or n_rows >= MLP_MIN_ROWS]
 
 
 def regression_metrics(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
@@ -61,7 +67,7 @@ def fit_best_accuracy(space: SearchSpace, m: np.ndarray, y: np.ndarray, *, n_cla
     m, y = np.asarray(m), np.asarray(y, dtype=np.float64)
     if len(y) < 10:
         raise InputError(f"choosing an accuracy predictor needs at least 10 measured subnets, got {len(y)}")
-    candidates = list(candidates or DEFAULT_CANDIDATES)
+    candidates = list(candidates or default_candidates(len(y)))
     scores: list[dict[str, Any]] = []
     best_i, best_oof = 0, None
     for i, (kind, settings) in enumerate(candidates):

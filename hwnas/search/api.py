@@ -142,7 +142,7 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
                study_name: str | None = None, accuracy_samples: int = 1000, protocol=None,
                measure: Measure | None = None, max_measure: int | None = None,
                measure_accuracy: AccuracyMeasure | None = None, accuracy_checks: int | None = None,
-               latency_margin: float = DEFAULT_MARGIN) -> SearchResult:
+               latency_margin: float = DEFAULT_MARGIN, accuracy_risk: float = 1.0) -> SearchResult:
     """Search the run's supernet for subnets meeting `latency_ms` on `device` (or one budget per
     device in a list) and write pareto.csv, search.json and pareto.png into the run.
 
@@ -150,6 +150,8 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     "nsga2" (vectorised NSGA-II), "optuna-nsga2" / "optuna-tpe" (Optuna samplers, `workers`
     processes, `storage` URL or the run's journal file), "random" (baseline).
     `objectives` beyond top-1 and the first device's latency: any of "ms:<device>", "macs", "params".
+    The top-1 objective is ``predicted - accuracy_risk * sigma`` (see `Problem`); pareto.csv reports
+    the prediction itself (`top1_pred`), its sigma and the objective (`top1_objective`).
     With `verify`: the `accuracy_checks` (default 3 * top_k) best candidates by predicted top-1 are
     evaluated on the test split and ordered by measured top-1 (`measure_accuracy` replaces the
     supernet in tests); then they are measured on each device (`measure` replaces the real device)
@@ -169,7 +171,8 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     latency = {d: load_latency_predictor(run_dir, d, run.space.width_mult) for d in devices}
     accuracy = ensure_accuracy_predictor(run, accuracy_samples, seed=seed, progress=progress)
     problem = Problem(run.space, accuracy, latency, budgets, objectives=tuple(objectives or ()),
-                      n_classes=run.n_classes, max_macs=max_macs, max_params=max_params)
+                      n_classes=run.n_classes, max_macs=max_macs, max_params=max_params,
+                      accuracy_risk=accuracy_risk)
     fastest = problem.check_budgets()
 
     t = time.perf_counter()
@@ -212,11 +215,11 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
         "verify_s": round(verify_s, 3), "fastest_predicted_ms": fastest, "tabulated_costs": problem.tabulated(),
         "measured": ver.n_measured, "accepted": len(ver.accepted),
         "first_try_within_budget": first_try,
-        "best_top1_pred": float(feasible.cols[TOP1].max()),
+        "best_top1_objective": float(feasible.cols[TOP1].max()),
     }
     verification = {"latency": {"rule": acceptance_rule(latency_margin), "margin": latency_margin,
                                 "measured": ver.n_measured, "accepted": len(ver.accepted)},
-                    "accuracy": _accuracy_report(table, top1_measured, chosen)} if verify else None
+                    "accuracy": _accuracy_report(problem, table, top1_measured, chosen)} if verify else None
     ids = [a.id for a in problem.space.from_matrix(table.m[chosen])] if chosen else []
     chosen_rows = front.set_index("id").loc[ids].reset_index()
     best = [_best_entry(row, devices, verify) for _, row in chosen_rows.iterrows()]
@@ -235,12 +238,13 @@ def _positions(ver: Verification, order: list[int]) -> Verification:
                         {order[i]: ms for i, ms in ver.measured.items()})
 
 
-def _accuracy_report(table: Batch, measured: dict[int, float], chosen: list[int]) -> dict[str, Any]:
+def _accuracy_report(problem: Problem, table: Batch, measured: dict[int, float], chosen: list[int]
+                     ) -> dict[str, Any]:
     """Predicted vs measured top-1 of every evaluated candidate and of the returned ones."""
     def compare(rows: list[int]) -> dict[str, Any] | None:
         if not rows:
             return None
-        pred = table.cols[TOP1][rows]
+        pred = problem.top1_mean(table.m[rows])
         true = np.array([measured[i] for i in rows])
         return regression_metrics(pred, true)
 
@@ -302,8 +306,9 @@ def _frame(problem: Problem, table: Batch, on_front: np.ndarray, measured: dict[
     first, *others = problem.devices
     out = pd.DataFrame(m, columns=list(FLAT_COLUMNS))
     out["id"] = ids
-    out["top1_pred"] = table.cols[TOP1][rows]
-    out["top1_std"] = problem.accuracy_std(table.m[rows])
+    out["top1_pred"] = problem.top1_mean(m)
+    out["top1_std"] = problem.accuracy_std(m)
+    out["top1_objective"] = table.cols[TOP1][rows]
     out["measured_top1"] = [top1_measured.get(int(i), np.nan) for i in rows]
     out["ms_pred"] = table.cols[ms_key(first)][rows]
     for d in problem.devices:  # per-device columns too, so the file names its devices
@@ -380,7 +385,7 @@ def _report(problem: Problem, devices: list[str], budgets: dict[str, float], set
     return {
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "settings": {**settings, "devices": devices, "budgets_ms": budgets, "pareto": pareto,
-                     "top_k": top_k, "seed": seed, "verify": verify,
+                     "top_k": top_k, "seed": seed, "verify": verify, "accuracy_risk": problem.accuracy_risk,
                      "objectives": list(problem.objectives), "max_macs": problem.max_macs,
                      "max_params": problem.max_params,
                      "storage": describe_storage(storage) if storage else settings.get("storage")},
@@ -389,7 +394,8 @@ def _report(problem: Problem, devices: list[str], budgets: dict[str, float], set
                                "clip": list(getattr(accuracy, "clip", ())),
                                "note": "predictions are clipped to the top-1 range of the table they were "
                                        "fitted on (no extrapolation); top1_std is the predictor's one-sigma "
-                                       "uncertainty, calibrated on out-of-fold errors",
+                                       "uncertainty, calibrated on out-of-fold errors; the search maximises "
+                                       "top1_objective = top1_pred - accuracy_risk * top1_std",
                                "metrics": getattr(accuracy, "meta", {}).get("metrics")},
         "best": best,
         "acceptance": verification,

@@ -104,7 +104,11 @@ class _Cost:
 @dataclass
 class Problem:
     """Maximise predicted top-1 and minimise the other `objectives` (``ms:<device>``, ``macs``,
-    ``params``) subject to ``ms:<device> <= budgets[device]`` and optional MACs/params limits."""
+    ``params``) subject to ``ms:<device> <= budgets[device]`` and optional MACs/params limits.
+
+    With `accuracy_risk` k > 0 and a predictor that knows its spread, the top-1 objective is the
+    pessimistic ``mean - k * sigma``: a search that maximises the mean is drawn to where the
+    predictor errs high (the winner's curse), most of all where it extrapolates."""
 
     space: SearchSpace
     accuracy: Predictor
@@ -114,6 +118,7 @@ class Problem:
     n_classes: int = 1000
     max_macs: float | None = None
     max_params: float | None = None
+    accuracy_risk: float = 0.0
     use_tables: bool = True
     memo: bool = True
     acc_calls: int = 0
@@ -133,6 +138,8 @@ class Problem:
         for dev, ms in self.budgets.items():
             if not (isinstance(ms, (int, float)) and ms > 0 and np.isfinite(ms)):
                 raise InputError(f"the latency budget for '{dev}' must be a positive number of ms, got {ms!r}")
+        if not (0.0 <= self.accuracy_risk < 10 and np.isfinite(self.accuracy_risk)):
+            raise InputError(f"--accuracy-risk must be within [0, 10), got {self.accuracy_risk!r}")
         for name, limit in (("--max-macs", self.max_macs), ("--max-params", self.max_params)):
             if limit is not None and not (isinstance(limit, (int, float)) and limit > 0 and np.isfinite(limit)):
                 raise InputError(f"{name} must be a positive number, got {limit!r}")
@@ -207,7 +214,7 @@ class Problem:
         self.acc_batches += 1
         if not self.memo:
             self.acc_computed += len(m)
-            return np.asarray(self.accuracy.predict(m), dtype=np.float64)
+            return self._objective(m)
         rows = np.ascontiguousarray(m, dtype=np.int32)
         keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel().tolist()
         memo = self._top1
@@ -216,9 +223,19 @@ class Problem:
         missing = {k: i for i, k in enumerate(keys) if k not in memo}
         if missing:
             idx = np.fromiter(missing.values(), dtype=np.int64, count=len(missing))
-            memo.update(zip(missing, np.asarray(self.accuracy.predict(rows[idx]), dtype=np.float64).tolist()))
+            memo.update(zip(missing, self._objective(rows[idx]).tolist()))
             self.acc_computed += len(idx)
         return np.fromiter((memo[k] for k in keys), dtype=np.float64, count=len(keys))
+
+    def _objective(self, m: np.ndarray) -> np.ndarray:
+        if self.accuracy_risk > 0 and hasattr(self.accuracy, "predict_with_std"):
+            mean, std = self.accuracy.predict_with_std(m)
+            return np.asarray(mean, dtype=np.float64) - self.accuracy_risk * np.asarray(std, dtype=np.float64)
+        return np.asarray(self.accuracy.predict(m), dtype=np.float64)
+
+    def top1_mean(self, m: np.ndarray) -> np.ndarray:
+        """The accuracy predictor's own estimate (no risk penalty) of rows `m`: what is reported."""
+        return np.asarray(self.accuracy.predict(np.asarray(m, dtype=np.int32)), dtype=np.float64)
 
     def accuracy_std(self, m: np.ndarray) -> np.ndarray:
         """The accuracy predictor's one-sigma uncertainty of rows `m` (NaN if it has none)."""

@@ -79,7 +79,8 @@ def test_search_writes_front_report_and_plot_and_drops_over_budget_candidates(ru
     assert csv["measured_ms"].notna().sum() == 4
     assert not csv.loc[csv["id"] == top, "within_budget"].item()
     front = csv[csv["on_front"]].sort_values("ms_pred")
-    assert front["top1_pred"].is_monotonic_increasing  # a front: slower only if more accurate
+    assert front["top1_objective"].is_monotonic_increasing  # a front: slower only if more accurate
+    np.testing.assert_allclose(front["top1_objective"], front["top1_pred"] - front["top1_std"])  # risk 1
     assert (csv["macs"] > 0).all() and (csv["params"] > 0).all()
 
     doc = json.loads((run.run_dir / "search.json").read_text())
