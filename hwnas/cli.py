@@ -479,6 +479,25 @@ def supernet_eval(
         write_arch_table(out, archs, extra={"top1": [r["top1"] for r in rows], "loss": [r["loss"] for r in rows]})
 
 
+@supernet_app.command("import")
+def supernet_import(
+    from_ofa: Path = typer.Option(..., "--from-ofa", help="Once-for-All checkpoint file (what "
+                                  "ofa_net('ofa_mbv3_d234_e346_k357_w1.0', pretrained=True) loads), "
+                                  "downloaded yourself."),
+    family: str = typer.Option("ofa-mbv3", "--family", help="Network family of the file (ofa-mbv3)."),
+    width_mult: float = typer.Option(1.0, "--width-mult", help="Its width multiplier: 1.0 or 1.2."),
+    out: Path = typer.Option(..., "--out", help="hwnas checkpoint stem to write, e.g. runs/ofa/supernet."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing checkpoint at --out."),
+) -> None:
+    """Import Once-for-All's published supernet weights (read with weights_only=True, every tensor
+    checked) as an hwnas checkpoint: ImageNet's 1000 classes, OFA's space, r 128..224."""
+    from hwnas.supernet.ofa_import import import_ofa_checkpoint
+
+    path = import_ofa_checkpoint(from_ofa, out, width_mult=width_mult, family=family, overwrite=overwrite)
+    err_console.print(f"wrote {path.with_suffix('')} (OFA-MobileNetV3 W={width_mult}, 1000 classes); "
+                      f"use it with --supernet {path.with_suffix('')}", soft_wrap=True)
+
+
 @app.command("train")
 def train(
     config: Optional[Path] = typer.Option(None, "--config", help="Training YAML (see experiments/)."),

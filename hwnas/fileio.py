@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "read_npz",
-           "state_dir", "file_lock", "pid_alive", "remove_stale", "scratch_prefix"]
+           "state_dir", "file_lock", "sha256_file", "pid_alive", "remove_stale", "scratch_prefix"]
 
 
 @contextmanager
@@ -111,6 +111,17 @@ def state_dir() -> Path:
         return Path(os.environ["HWNAS_STATE_DIR"])
     base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
     return Path(base) / "hwnas"
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def pid_alive(pid: int) -> bool:

@@ -10,7 +10,6 @@ half-written bundle under the final name.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from hwnas.errors import HwnasError, InputError
-from hwnas.fileio import atomic_write_json, atomic_write_text, pid_alive, remove_stale
+from hwnas.fileio import atomic_write_json, atomic_write_text, pid_alive, remove_stale, sha256_file
 
 __all__ = ["FORMAT", "VERSION", "MODEL_JSON", "VERIFY_JSON", "SUMS", "BundleError", "sha256_file",
            "write_manifest", "read_meta", "check_files", "check_destination", "staging_dir",
@@ -33,14 +32,6 @@ SUMS = "SHA256SUMS"
 
 class BundleError(HwnasError):
     """A bundle is missing, incomplete, tampered with, or failed its verification."""
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _files(root: Path) -> Iterator[Path]:

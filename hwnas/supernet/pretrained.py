@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+from hwnas.errors import CheckpointError
 from hwnas.space import SearchSpace
 from hwnas.supernet.checkpoint import checkpoint_exists, load_checkpoint, load_checkpoint_meta, save_checkpoint
-from hwnas.supernet.data import DataConfig
+from hwnas.supernet.data import DataConfig, DatasetName
 from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
 
 __all__ = ["SHIPPED_NAME", "shipped_checkpoint", "load_supernet", "data_config_of", "ship_checkpoint"]
@@ -43,7 +44,14 @@ def load_supernet(stem: str | Path | None = None) -> tuple[OFAMobileNetV3, dict[
 def data_config_of(meta: dict[str, Any]) -> DataConfig:
     """The dataset a checkpoint was trained on (same split seed, so val/test stay held out)."""
     cfg = meta.get("extra", {}).get("config", {}).get("data")
-    return DataConfig.model_validate(cfg) if cfg else DataConfig(name=meta.get("dataset", "mnist-embedded"))
+    if cfg:
+        return DataConfig.model_validate(cfg)
+    name = meta.get("dataset", "mnist-embedded")
+    if name not in get_args(DatasetName):  # e.g. "imagenet" (an imported Once-for-All supernet)
+        raise CheckpointError(f"this supernet was trained on {name!r}, which hwnas has no loader for "
+                              f"(it loads {', '.join(get_args(DatasetName))}); its subnets can be "
+                              "profiled and timed, not evaluated for accuracy here")
+    return DataConfig(name=name)
 
 
 def ship_checkpoint(run_stem: str | Path, dest_stem: str | Path | None = None) -> Path:

@@ -1,0 +1,281 @@
+"""Import Once-for-All's published OFA-MobileNetV3 supernets as hwnas checkpoints.
+
+Once-for-All's ``ofa.model_zoo.ofa_net("ofa_mbv3_d234_e346_k357_w1.0", pretrained=True)`` (and
+``..._w1.2``) downloads one file and runs ``net.load_state_dict(torch.load(path)["state_dict"])``.
+That file is what `import_ofa_checkpoint` reads, with ``torch.load(..., weights_only=True)`` only:
+a pickle that needs code to load is refused, never executed. A bare state dict (the ``"state_dict"``
+value saved on its own) and ``module.``-prefixed keys (a DataParallel wrapper) are accepted too.
+
+Key layout of Once-for-All's ``OFAMobileNetV3`` state dict (ks 3/5/7, e 3/4/6, d 2/3/4; shapes at
+W=1.0; ``BN`` = ``weight, bias, running_mean, running_var, num_batches_tracked``)::
+
+    first_conv.conv.weight                               [16, 3, 3, 3]   stem, stride 2
+    first_conv.bn.BN                                     [16]
+    blocks.0.conv.depth_conv.conv.weight                 [16, 1, 3, 3]   fixed first block: no
+    blocks.0.conv.depth_conv.bn.BN                                        expand conv, no SE, plain
+    blocks.0.conv.point_linear.conv.weight               [16, 16, 1, 1]  (not Dynamic*) layers
+    blocks.0.conv.point_linear.bn.BN
+    blocks.N.conv.inverted_bottleneck.conv.conv.weight   [mid, in, 1, 1] N = 1..20: stage (N-1)//4,
+    blocks.N.conv.inverted_bottleneck.bn.bn.BN           [mid]           block (N-1)%4; mid is the
+    blocks.N.conv.depth_conv.conv.conv.weight            [mid, 1, 7, 7]  e=6 width of the block's
+    blocks.N.conv.depth_conv.conv.7to5_matrix            [25, 25]        largest input
+    blocks.N.conv.depth_conv.conv.5to3_matrix            [9, 9]          (kernel transformation)
+    blocks.N.conv.depth_conv.bn.bn.BN                    [mid]
+    blocks.N.conv.depth_conv.se.fc.reduce.{weight,bias}  [mid/4, mid, 1, 1], [mid/4]   stages 2, 4, 5
+    blocks.N.conv.depth_conv.se.fc.expand.{weight,bias}  [mid, mid/4, 1, 1], [mid]     only
+    blocks.N.conv.point_linear.conv.conv.weight          [out, mid, 1, 1]
+    blocks.N.conv.point_linear.bn.bn.BN                  [out]
+    (blocks.N.shortcut is an IdentityLayer or None: no tensors)
+    final_expand_layer.conv.weight                       [960, 160, 1, 1]
+    final_expand_layer.bn.BN                             [960]
+    feature_mix_layer.conv.weight                        [1280, 960, 1, 1]  no BN
+    classifier.linear.{weight,bias}                      [1000, 1280], [1000]
+
+475 tensors at either width. hwnas's supernet (`hwnas.supernet.ofa_mbv3`, `hwnas.supernet.layers`)
+names its modules like Once-for-All's, so every key maps onto the hwnas key of the same name
+(`hwnas_key`) and computes the same subnets: same kernel transformation (centre crop of the next
+larger kernel through the ``KtoK'`` matrix, chained 7 -> 5 -> 3), same BN/SE slicing (first
+channels; SE bottleneck ``make_divisible(mid // 4, 8)`` of the active hidden width).
+
+Everything is checked before anything is written: a missing or extra key, a shape that does not fit
+(the first such tensor and both shapes, plus what the file looks like: the other width, or another
+Once-for-All family), non-finite values. Files without ``num_batches_tracked`` entries are accepted,
+as ``load_state_dict`` accepts them (those counters never change a forward pass).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import warnings
+from pathlib import Path
+from typing import Iterator, Mapping
+
+import torch
+
+from hwnas.errors import CheckpointError, InputError
+from hwnas.fileio import sha256_file
+from hwnas.space import N_STAGES, SearchSpace
+from hwnas.supernet.checkpoint import checkpoint_exists, checkpoint_paths, save_checkpoint
+from hwnas.supernet.layers import expand_channels, se_channels
+from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3, iter_blocks, mbv3_plan
+
+__all__ = [
+    "FAMILIES",
+    "WIDTHS",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "ofa_mbv3_layout",
+    "hwnas_key",
+    "read_ofa_state_dict",
+    "describe_ofa_file",
+    "check_ofa_state_dict",
+    "import_ofa_checkpoint",
+]
+
+FAMILIES = ("ofa-mbv3",)
+WIDTHS = (1.0, 1.2)  # the published OFA-MobileNetV3 supernets
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+N_CLASSES = 1000
+_KS, _E, _D = (3, 5, 7), (3, 4, 6), (2, 3, 4)
+_BN = ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")
+_PUBLISHED = {1.0: "ofa_mbv3_d234_e346_k357_w1.0", 1.2: "ofa_mbv3_d234_e346_k357_w1.2"}
+
+
+# -- the layout -------------------------------------------------------------------------------
+def _bn(prefix: str, c: int) -> Iterator[tuple[str, tuple[int, ...]]]:
+    for name in _BN:
+        yield f"{prefix}.{name}", () if name == "num_batches_tracked" else (c,)
+
+
+def ofa_mbv3_layout(width_mult: float = 1.0, n_classes: int = N_CLASSES) -> dict[str, tuple[int, ...]]:
+    """Every key of Once-for-All's ``OFAMobileNetV3(width_mult, ks_list=[3,5,7],
+    expand_ratio_list=[3,4,6], depth_list=[2,3,4])`` state dict and its shape, from the plan."""
+    plan = mbv3_plan(width_mult)
+    out: dict[str, tuple[int, ...]] = {"first_conv.conv.weight": (plan.stem, 3, 3, 3)}
+    out.update(_bn("first_conv.bn", plan.stem))
+    out["blocks.0.conv.depth_conv.conv.weight"] = (plan.stem, 1, 3, 3)
+    out.update(_bn("blocks.0.conv.depth_conv.bn", plan.stem))
+    out["blocks.0.conv.point_linear.conv.weight"] = (plan.first_block, plan.stem, 1, 1)
+    out.update(_bn("blocks.0.conv.point_linear.bn", plan.first_block))
+    for n, b in enumerate(iter_blocks(plan, [max(_D)] * N_STAGES), start=1):
+        p, mid = f"blocks.{n}.conv", expand_channels(b.in_channels, max(_E))
+        out[f"{p}.inverted_bottleneck.conv.conv.weight"] = (mid, b.in_channels, 1, 1)
+        out.update(_bn(f"{p}.inverted_bottleneck.bn.bn", mid))
+        out[f"{p}.depth_conv.conv.conv.weight"] = (mid, 1, max(_KS), max(_KS))
+        for large, small in zip(_KS[:0:-1], _KS[-2::-1]):
+            out[f"{p}.depth_conv.conv.{large}to{small}_matrix"] = (small * small, small * small)
+        out.update(_bn(f"{p}.depth_conv.bn.bn", mid))
+        if b.use_se:
+            se = se_channels(mid)
+            out[f"{p}.depth_conv.se.fc.reduce.weight"] = (se, mid, 1, 1)
+            out[f"{p}.depth_conv.se.fc.reduce.bias"] = (se,)
+            out[f"{p}.depth_conv.se.fc.expand.weight"] = (mid, se, 1, 1)
+            out[f"{p}.depth_conv.se.fc.expand.bias"] = (mid,)
+        out[f"{p}.point_linear.conv.conv.weight"] = (b.out_channels, mid, 1, 1)
+        out.update(_bn(f"{p}.point_linear.bn.bn", b.out_channels))
+    out["final_expand_layer.conv.weight"] = (plan.final_expand, plan.stages[-1].width, 1, 1)
+    out.update(_bn("final_expand_layer.bn", plan.final_expand))
+    out["feature_mix_layer.conv.weight"] = (plan.feature_mix, plan.final_expand, 1, 1)
+    out["classifier.linear.weight"] = (n_classes, plan.feature_mix)
+    out["classifier.linear.bias"] = (n_classes,)
+    return out
+
+
+def hwnas_key(ofa_key: str) -> str:
+    """The hwnas supernet's key for one of Once-for-All's: the same name (hwnas mirrors OFA's
+    module tree, see `hwnas.supernet.layers`)."""
+    return ofa_key
+
+
+# -- reading ----------------------------------------------------------------------------------
+def read_ofa_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """The tensors of a Once-for-All checkpoint (``{"state_dict": {...}, ...}`` or a bare state
+    dict), loaded with ``weights_only=True``. One-line `CheckpointError` for anything else."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path} does not exist; download the Once-for-All checkpoint yourself "
+                         "(e.g. ofa_mbv3_d234_e346_k357_w1.0) and pass its path")
+    if not path.is_file():
+        raise InputError(f"{path} is not a file; pass the Once-for-All checkpoint file itself")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"{path} is empty; download the Once-for-All checkpoint again")
+    try:
+        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the error says enough
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        text = str(err)
+        found = re.search(r"GLOBAL ([\w.]+)", text)
+        if found:
+            raise CheckpointError(
+                f"{path} is a pickle that needs code to load ({found.group(1)}), which "
+                "torch.load(weights_only=True) refuses and hwnas never runs; in an environment you "
+                "trust, re-save only the tensors: torch.save({'state_dict': net.state_dict()}, PATH)") from None
+        detail = re.search(r"Unsupported operand \d+", text)
+        detail = detail.group(0) if detail else _first_line(text, err)
+        raise CheckpointError(f"{path} is not a weights-only PyTorch checkpoint (torch.load with "
+                              f"weights_only=True refuses it: {detail}); pass the file Once-for-All's "
+                              "ofa_net(..., pretrained=True) loads, or re-save its tensors with "
+                              "torch.save({'state_dict': net.state_dict()}, PATH)") from None
+    except Exception as err:  # whatever parsing untrusted bytes raises: not a checkpoint
+        raise CheckpointError(f"{path} is not a PyTorch checkpoint ({type(err).__name__}: "
+                              f"{_first_line(str(err), err)}); pass the file Once-for-All's "
+                              "ofa_net(..., pretrained=True) loads") from None
+    if isinstance(obj, Mapping) and "state_dict" in obj:
+        obj = obj["state_dict"]
+    if not isinstance(obj, Mapping) or not obj:
+        raise CheckpointError(f"{path} holds a {type(obj).__name__}, not a state dict (a dict of "
+                              "tensors, or a dict with one under 'state_dict')")
+    state: dict[str, torch.Tensor] = {}
+    for key, value in obj.items():
+        if not isinstance(key, str) or not isinstance(value, torch.Tensor):
+            raise CheckpointError(f"{path} is not a state dict: entry {key!r} is a "
+                                  f"{type(value).__name__}, not a tensor")
+        state[key] = value
+    if all(k.startswith("module.") for k in state):  # saved from a DataParallel wrapper
+        state = {k[len("module."):]: v for k, v in state.items()}
+    return state
+
+
+def _first_line(text: str, err: BaseException) -> str:
+    """The first sentence of an error message, at most 160 characters."""
+    line = text.strip().splitlines()[0] if text.strip() else type(err).__name__
+    return line.split(". ")[0][:160]
+
+
+def describe_ofa_file(state: Mapping[str, torch.Tensor]) -> str:
+    """What a state dict looks like: which Once-for-All family and width (for error messages)."""
+    if "input_stem.0.conv.conv.weight" in state:
+        return "Once-for-All's OFA-ResNet50 (ofa_resnet50), which hwnas does not import"
+    if "feature_mix_layer.bn.weight" in state and "final_expand_layer.conv.weight" not in state:
+        return "Once-for-All's OFA-ProxylessNAS (ofa_proxyless_d234_e346_k357_w1.3), which hwnas does not import"
+    stem = state.get("first_conv.conv.weight")
+    if "final_expand_layer.conv.weight" not in state or stem is None or stem.dim() != 4:
+        return "no Once-for-All network hwnas knows"
+    for w in WIDTHS:
+        layout = ofa_mbv3_layout(w)
+        if stem.shape[0] == layout["first_conv.conv.weight"][0]:
+            classes = state.get("classifier.linear.weight")
+            extra = (f", {classes.shape[0]} classes" if classes is not None and classes.dim() == 2
+                     and classes.shape[0] != N_CLASSES else "")
+            return f"OFA-MobileNetV3 W={w} (--family ofa-mbv3 --width-mult {w}{extra})"
+    return (f"an OFA-MobileNetV3 of another width (stem of {stem.shape[0]} channels; W=1.0 has "
+            f"{mbv3_plan(1.0).stem}, W=1.2 has {mbv3_plan(1.2).stem})")
+
+
+def check_ofa_state_dict(state: Mapping[str, torch.Tensor], width_mult: float,
+                         where: str | os.PathLike[str] = "the checkpoint") -> dict[str, torch.Tensor]:
+    """Check `state` against OFA-MobileNetV3 at `width_mult`; return it under hwnas's keys
+    (``num_batches_tracked`` filled with 0 where the file has none)."""
+    layout = ofa_mbv3_layout(width_mult)
+    looks = f"the file looks like {describe_ofa_file(state)}"
+    missing = [k for k in layout if k not in state and not k.endswith(".num_batches_tracked")]
+    extra = [k for k in state if k not in layout]
+    if missing:
+        raise CheckpointError(f"{where} lacks {len(missing)} tensor(s) of OFA-MobileNetV3 "
+                              f"W={width_mult}, first {missing[0]}; {looks}")
+    if extra:
+        raise CheckpointError(f"{where} has {len(extra)} tensor(s) that OFA-MobileNetV3 "
+                              f"W={width_mult} does not, first {extra[0]}; {looks}")
+    for key, shape in layout.items():
+        if key in state and tuple(state[key].shape) != shape:
+            raise CheckpointError(f"{where}: {key} is {list(state[key].shape)} but OFA-MobileNetV3 "
+                                  f"W={width_mult} needs {list(shape)}; {looks}")
+    out: dict[str, torch.Tensor] = {}
+    for key in layout:
+        t = state.get(key)
+        if t is None:
+            t = torch.zeros((), dtype=torch.long)
+        elif t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise CheckpointError(f"{where}: {key} holds NaN or infinite values; the file is "
+                                  "damaged, download it again")
+        elif not t.is_floating_point() and not key.endswith(".num_batches_tracked"):
+            raise CheckpointError(f"{where}: {key} is {t.dtype}, not a floating-point tensor")
+        out[hwnas_key(key)] = t
+    return out
+
+
+# -- importing --------------------------------------------------------------------------------
+def import_ofa_checkpoint(src: str | os.PathLike[str], out_stem: str | os.PathLike[str],
+                          width_mult: float = 1.0, family: str = "ofa-mbv3",
+                          overwrite: bool = False) -> Path:
+    """Read Once-for-All's checkpoint `src`, check every tensor, and write the hwnas checkpoint
+    `out_stem` (safetensors + JSON, ImageNet's 1000 classes and normalisation, OFA's space
+    r 128..224 step 4). Nothing is written unless everything fits. Returns the JSON path."""
+    if family not in FAMILIES:
+        raise InputError(f"--family {family!r} is not importable; hwnas imports {', '.join(FAMILIES)}")
+    if isinstance(width_mult, bool) or not isinstance(width_mult, (int, float)) \
+            or float(width_mult) not in WIDTHS:
+        raise InputError(f"--width-mult {width_mult!r} is not a published OFA-MobileNetV3 width; "
+                         f"use one of {', '.join(str(w) for w in WIDTHS)}")
+    width_mult = float(width_mult)
+    paths = checkpoint_paths(out_stem)
+    if checkpoint_exists(out_stem) and not overwrite:
+        raise InputError(f"checkpoint {paths.meta} already exists; pick another --out or pass "
+                         "--overwrite")
+    src = Path(src)
+    state = check_ofa_state_dict(read_ofa_state_dict(src), width_mult, src)
+    space = SearchSpace(_KS, _E, _D, tuple(range(128, 225, 4)), width_mult)
+    model = OFAMobileNetV3(space, n_classes=N_CLASSES)
+    expected = model.state_dict()
+    if set(expected) != set(state):  # the layout above and the hwnas network disagree: a bug
+        raise RuntimeError(f"OFA layout and hwnas supernet differ: "
+                           f"{sorted(set(expected) ^ set(state))[:3]}")
+    with torch.no_grad():
+        model.load_state_dict(state, strict=True)
+    meta = {
+        "space": space.to_dict(),
+        "n_classes": N_CLASSES,
+        "dataset": "imagenet",
+        "class_names": [str(i) for i in range(N_CLASSES)],
+        "mean": list(IMAGENET_MEAN),
+        "std": list(IMAGENET_STD),
+        "extra": {"family": family, "width_mult": width_mult,
+                  "imported_from": {"format": "once-for-all", "name": _PUBLISHED[width_mult],
+                                    "file": src.name, "sha256": sha256_file(src)}},
+    }
+    return save_checkpoint(paths.meta, model, meta, rng=False)
+
