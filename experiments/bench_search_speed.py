@@ -15,6 +15,12 @@ Timing only: the MLP weights are random (He init) and the lookup table is fitted
 latencies; neither changes the amount of work.
 
     .venv/bin/python experiments/bench_search_speed.py [--repeats 5] [--reference-repeats 1]
+    .venv/bin/python experiments/bench_search_speed.py --per-kind-only   # just the table below
+
+``per_kind``: the same search with latency predictors `fit_best` fits to the real CPU table
+(tests/latency/data/ofa_cpu_subnets.csv), one per kind it can select, each timed on its fast cost
+path (``table``: exact additive table; ``vectorised``: the model batched on tabulated analytic
+features) and with the model called directly.
 """
 
 from __future__ import annotations
@@ -199,14 +205,95 @@ class OFAReferenceFinder:
         return best
 
 
+CPU_TABLE = Path(__file__).resolve().parents[1] / "tests" / "latency" / "data" / "ofa_cpu_subnets.csv"
+
+
+def per_kind(generations: int, population: int, repeats: int = 1) -> dict:
+    """The search on latency predictors `fit_best` fits to the real CPU table (300 measured OFA
+    subnets, ONNX Runtime, 10 classes), one per kind it can select, plus its unrestricted pick:
+    seconds in `Problem.costs` and in the whole evolution, on the fast cost path (table or
+    vectorised) and with the model called directly (``use_tables=False``)."""
+    from hwnas.accuracy.predictors import RidgePredictor
+    from hwnas.latency import fit_best
+    from hwnas.latency.api import read_latency_table
+
+    m, y, df = read_latency_table(CPU_TABLE, "ort_ms")
+    space = SearchSpace(r_choices=tuple(sorted({int(r) for r in m[:, 0]})))
+    # a ridge on 'compact' features, as `hwnas accuracy fit` picks for small tables; synthetic
+    # top-1 (accuracy grows with latency): timing only
+    top1 = 60 + 5 * np.log(y) + np.random.default_rng(0).normal(0, 0.5, len(y))
+    acc = RidgePredictor(space, 10).fit(m, top1)
+    source = fit_best(m, df["ort_median_ms"].to_numpy(np.float64) * 1.5, kinds=["analytic"], n_classes=10)[0]
+    settings = EvolutionSettings(population=population, generations=generations)
+    budget = float(np.median(y))
+    out = {}
+    for kind in ("analytic", "lut", "hybrid", "mlp", "transfer", "auto"):
+        t = time.perf_counter()
+        if kind == "transfer":  # few-shot: 30 rows of this device on a "source device" model
+            pred, report = fit_best(m[:30], y[:30], kinds=["transfer"], n_classes=10, base=source)
+        else:
+            pred, report = fit_best(m, y, kinds=None if kind == "auto" else [kind], n_classes=10)
+        fit_s = time.perf_counter() - t
+        row = {"chosen": report["chosen"], "fit_s": round(fit_s, 3)}
+        for label, fast in (("fast", True), ("direct", False)):
+            t = time.perf_counter()
+            problem = Problem(space, acc, {"cpu": pred}, {"cpu": budget}, n_classes=10, use_tables=fast)
+            setup_s = time.perf_counter() - t
+            spent = [0.0]
+            costs = problem.costs
+
+            def timed(rows, costs=costs, spent=spent):
+                t0 = time.perf_counter()
+                got = costs(rows)
+                spent[0] += time.perf_counter() - t0
+                return got
+
+            problem.costs = timed
+            walls, cost_s = [], []
+            for i in range(repeats):
+                problem.reset()
+                spent[0] = 0.0
+                t = time.perf_counter()
+                evolution_search(problem, settings, seed=i)
+                walls.append(time.perf_counter() - t)
+                cost_s.append(spent[0])
+            row[label] = {"path": problem.cost_paths()["ms:cpu"], "setup_s": round(setup_s, 4),
+                          "search_s": round(min(walls), 4), "costs_s": round(min(cost_s), 4),
+                          "cost_batches": problem.cost_batches,
+                          "ms_per_cost_batch": round(1e3 * min(cost_s) / max(problem.cost_batches, 1), 4)}
+        out[kind] = row
+        print(f"{kind:<9} {row['chosen']:<38} fast[{row['fast']['path']}] costs {row['fast']['costs_s']:.3f} s "
+              f"search {row['fast']['search_s']:.3f} s | direct costs {row['direct']['costs_s']:.3f} s "
+              f"search {row['direct']['search_s']:.3f} s", file=sys.stderr)
+    return {"table": str(CPU_TABLE.relative_to(CPU_TABLE.parents[3])), "space": space.to_dict(),
+            "accuracy_predictor": "ridge[compact] (synthetic top-1)", "latency_budget_ms": budget,
+            "population": population, "generations": generations, "repeats": repeats, "kinds": out}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--per-kind-only", action="store_true",
+                    help="only the per-predictor-kind timings on the real CPU table (updates 'per_kind' "
+                         "in an existing results file)")
+    ap.add_argument("--per-kind-repeats", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--reference-repeats", type=int, default=1)
     ap.add_argument("--generations", type=int, default=500)
     ap.add_argument("--population", type=int, default=100)
     ap.add_argument("--out", default="experiments/results/search_speed.json")
     args = ap.parse_args()
+
+    if args.per_kind_only:
+        import json
+
+        result = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {"benchmark": "search_speed"}
+        with single_thread():
+            result["per_kind"] = per_kind(args.generations, args.population, args.per_kind_repeats)
+        result["per_kind"]["command"] = " ".join(["python", *sys.argv])
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(args.out, result)
+        print(f"wrote {args.out}")
+        return
 
     import optuna
     import torch
@@ -269,6 +356,8 @@ def main() -> None:
         "speedup_min_over_min": (min(ref) / min(ours)) if ref else None,
         "goal_s": 0.5,
     }
+    with single_thread():
+        result["per_kind"] = per_kind(args.generations, args.population, args.per_kind_repeats)
     print(f"\n{'finder':<16}{'min s':>9}{'median s':>10}{'acc. calls':>12}")
     print(f"{'hwnas':<16}{min(ours):>9.3f}{statistics.median(ours):>10.3f}{calls['predictor_calls']:>12}")
     if ref:

@@ -34,8 +34,10 @@ def _evaluate(stem: Path, n: int, space=None) -> dict:
     archs = [space.max_arch(), space.min_arch(), *space.sample(n, np.random.default_rng(0))]
     rows = evaluate_subnets(model, archs, build_loaders(data_config_of(meta)), split="test")
     top1 = [r["top1"] for r in rows]
-    return {"max": top1[0], "min": top1[1], "random": top1[2:], "random_mean": float(np.mean(top1[2:])),
-            "random_min": float(np.min(top1[2:])), "archs": [a.describe() for a in archs]}
+    out = {"max": top1[0], "min": top1[1], "archs": [a.describe() for a in archs]}
+    if n:
+        out.update(random=top1[2:], random_mean=float(np.mean(top1[2:])), random_min=float(np.min(top1[2:])))
+    return out
 
 
 def main() -> None:

@@ -641,20 +641,22 @@ def accuracy_build(
 
 
 def _accuracy_report_table(report: dict) -> None:
+    from rich.markup import escape  # names like ridge[compact] are not markup
+
     cands = Table("predictor", "MAE (pts)", "RMSE", "bias", "Kendall tau", "fit s",
                   title=f"out-of-fold ({report['folds']}-fold) on {report['table_rows']} subnets")
     for c in report["candidates"]:
         name = c["kind"] + (f"[{c['settings']['features']}]" if c["settings"].get("features") else "")
         mark = " *" if c["kind"] == report["chosen"]["kind"] and c["settings"] == report["chosen"]["settings"] else ""
-        cands.add_row(name + mark, f"{c['mae']:.3f}", f"{c['rmse']:.3f}", f"{c['bias']:+.3f}",
+        cands.add_row(escape(name + mark), f"{c['mae']:.3f}", f"{c['rmse']:.3f}", f"{c['bias']:+.3f}",
                       f"{c['kendall_tau']:.3f}", f"{c['seconds']:.1f}")
     console.print(cands)
-    curve = Table("rows", "MAE", "Kendall tau", title=f"learning curve of {report['chosen']['name']}")
+    curve = Table("rows", "MAE", "Kendall tau", title=escape(f"learning curve of {report['chosen']['name']}"))
     for row in report["learning_curve"]:
         curve.add_row(str(row["rows"]), f"{row['mae']:.3f}", f"{row['kendall_tau']:.3f}")
     console.print(curve)
     oof = report["oof"]
-    err_console.print(f"chosen: {report['chosen']['name']}: out-of-fold MAE {oof['mae']:.3f} pts, Kendall tau "
+    err_console.print(f"chosen: {escape(report['chosen']['name'])}: out-of-fold MAE {oof['mae']:.3f} pts, Kendall tau "
                       f"{oof['kendall_tau']:.3f}, {100 * oof['within_1_sigma']:.0f}% within one sigma; "
                       f"predictions clipped to {report['clip'][0]:.2f}..{report['clip'][1]:.2f}%", highlight=False)
 
@@ -726,7 +728,7 @@ def _print_quickstart(res) -> None:
                        if rep else ""))
     acc = (getattr(res.search, "accuracy_report", None) or {}) if res.search is not None else {}
     if acc.get("oof"):
-        summary.add_row("accuracy predictor", f"{acc['chosen']['name']} (out-of-fold on {acc['table_rows']} subnets: "
+        summary.add_row("accuracy predictor", escape(f"{acc['chosen']['name']}") + f" (out-of-fold on {acc['table_rows']} subnets: "
                         f"MAE {acc['oof']['mae']:.2f} pts, Kendall tau {acc['oof']['kendall_tau']:.2f})")
     summary.add_row("budget", f"{res.budget_ms} ms (accepted: measured x (1 + margin + 2 SE) within it)")
     if res.search is not None and res.search.best:

@@ -37,7 +37,20 @@ def _cost_tables(space_json: str, n_classes: int):
     return tuple(tabulate(counter(w), space) or counter(w) for w in ("macs", "params"))
 
 
+@functools.lru_cache(maxsize=16)
+def _both_table(space: SearchSpace, n_classes: int):
+    """(MACs, params) as one bit-exact two-column table (one gather per batch), or None."""
+    from hwnas.search.tabulate import tabulate_vector
+    from hwnas.supernet.stats import stats_frame
+
+    return tabulate_vector(lambda m: stats_frame(np.asarray(m), space.width_mult, n_classes)[["macs", "params"]]
+                           .to_numpy(np.float64), space)
+
+
 def _log_costs(space: SearchSpace, m: np.ndarray, n_classes: int) -> np.ndarray:
+    both = _both_table(space, int(n_classes))
+    if both is not None:
+        return np.log(np.maximum(both.predict(m), 1.0))
     tables = _cost_tables(json.dumps(space.to_dict(), sort_keys=True), int(n_classes))
     cols = [t.predict(m) if hasattr(t, "predict") else t(m) for t in tables]
     return np.log(np.maximum(np.stack(cols, axis=1), 1.0))

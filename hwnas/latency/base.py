@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import threading
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -97,17 +98,37 @@ def check_targets(ms: Any, n: int) -> np.ndarray:
     return y
 
 
+_SINGLE_DEPTH = 0
+_SINGLE_LOCK = threading.Lock()
+
+
 @contextmanager
 def single_thread() -> Iterator[None]:
     """Run BLAS single-threaded: the matrices here are small, and on a busy 2-core machine a
-    2-thread BLAS made the ridge fits 25x slower. No-op when threadpoolctl is missing."""
+    2-thread BLAS made the ridge fits 25x slower. No-op when threadpoolctl is missing.
+
+    Re-entrant and cheap when nested: BLAS thread limits are process-wide, so only the outermost
+    scope sets and restores them. (Setting them scans the loaded libraries, ~3 ms: a search
+    calling `predict` every generation inside `evolution_search`'s own scope spent most of its
+    latency-cost time there.)"""
+    global _SINGLE_DEPTH
+    with _SINGLE_LOCK:
+        outer = _SINGLE_DEPTH == 0
+        _SINGLE_DEPTH += 1
     try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - comes with scikit-learn
-        yield
-        return
-    with threadpool_limits(1):
-        yield
+        if not outer:
+            yield
+            return
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # pragma: no cover - comes with scikit-learn
+            yield
+            return
+        with threadpool_limits(1):
+            yield
+    finally:
+        with _SINGLE_LOCK:
+            _SINGLE_DEPTH -= 1
 
 
 class LatencyPredictor(ABC):

@@ -195,18 +195,42 @@ class SlotGather:
         ki = np.searchsorted(k_u, np.where(used, ks, k_u[0]))
         ei = np.searchsorted(e_u, np.where(used, es, e_u[0]))
         nk, ne = len(k_u), len(e_u)
-        # one flat table, plus a final zero row that unused slots point at
-        table = np.zeros((len(r_u) * N_SLOTS * nk * ne + 1, self.n_features))
-        for a, r in enumerate(r_u):
-            for slot in range(N_SLOTS):
-                for b, k in enumerate(k_u):
-                    for c, e in enumerate(e_u):
-                        table[((a * N_SLOTS + slot) * nk + b) * ne + c] = \
-                            self.block_fn(int(r), slot, int(k), int(e))
-        fixed = np.stack([self.fixed_fn(int(r)) for r in r_u]) if n else np.zeros((0, self.n_features))
+        # one flat table, plus a final zero row that unused slots point at; each resolution's
+        # [20, nk, ne, F] block is built once per (r, k set, e set) and kept (a search asks for
+        # the same few hundred blocks every generation)
+        kk, ek = tuple(k_u.tolist()), tuple(e_u.tolist())
+        parts = [self._r_block(int(r), kk, ek) for r in r_u]
+        table = np.concatenate([p.reshape(-1, self.n_features) for p in parts]
+                               + [np.zeros((1, self.n_features))])
+        fixed = np.stack([self._fixed_row(int(r)) for r in r_u]) if n else np.zeros((0, self.n_features))
         flat = ((r_idx.reshape(-1, 1) * N_SLOTS + np.arange(N_SLOTS)) * nk + ki) * ne + ei
         flat = np.where(used, flat, len(table) - 1)
         return table[flat], fixed[r_idx.reshape(-1)]
+
+    def _r_block(self, r: int, k_u: tuple[int, ...], e_u: tuple[int, ...]) -> np.ndarray:
+        """`block_fn` over every (slot, k, e) of resolution r: [20, nk, ne, F], memoised."""
+        memo = self.__dict__.setdefault("_blocks", {})
+        key = (r, k_u, e_u)
+        got = memo.get(key)
+        if got is None:
+            if len(memo) > 4096:  # bound the memory of odd callers
+                memo.clear()
+            got = np.zeros((N_SLOTS, len(k_u), len(e_u), self.n_features))
+            for slot in range(N_SLOTS):
+                for b, k in enumerate(k_u):
+                    for c, e in enumerate(e_u):
+                        got[slot, b, c] = self.block_fn(r, slot, k, e)
+            got.flags.writeable = False
+            memo[key] = got
+        return got
+
+    def _fixed_row(self, r: int) -> np.ndarray:
+        memo = self.__dict__.setdefault("_fixed", {})
+        got = memo.get(r)
+        if got is None:
+            got = np.asarray(self.fixed_fn(r), dtype=np.float64).reshape(self.n_features)
+            memo[r] = got
+        return got
 
     def total(self, m: np.ndarray, chunk: int = 20000) -> np.ndarray:
         """[n, F]: fixed part + the sum over active blocks."""
@@ -217,8 +241,10 @@ class SlotGather:
         return out
 
 
+@functools.lru_cache(maxsize=32)
 def analytic_gather(width_mult: float, n_classes: int) -> SlotGather:
-    """Exact `COST_NAMES` costs per block and for the fixed parts."""
+    """Exact `COST_NAMES` costs per block and for the fixed parts (one shared instance per
+    (width_mult, n_classes), so its per-resolution blocks are computed once per process)."""
     return SlotGather(lambda r, s, k, e: block_cost(width_mult, s, k, e, r),
                       lambda r: fixed_cost(width_mult, n_classes, r), len(COST_NAMES))
 

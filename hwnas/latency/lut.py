@@ -158,6 +158,14 @@ class LookupTablePredictor(LatencyPredictor):
 
     # -- gather ---------------------------------------------------------------------------
     def _gather(self) -> SlotGather:
+        """The table's gather, built once per fit/load (its per-resolution blocks are memoised,
+        so a search does not rebuild them every generation)."""
+        got = self.__dict__.get("_slot_gather")
+        if got is None:
+            got = self._slot_gather = self._make_gather()
+        return got
+
+    def _make_gather(self) -> SlotGather:
         specs = slot_specs(self.meta.width_mult)
         if self.mode == "entries":
             def block(r: int, slot: int, k: int, e: int) -> np.ndarray:
@@ -199,6 +207,7 @@ class LookupTablePredictor(LatencyPredictor):
 
     # -- fit / predict ----------------------------------------------------------------------
     def _fit(self, m: np.ndarray, y: np.ndarray) -> None:
+        self._slot_gather = None
         if self.mode == "entries":
             if not len(self.entries):
                 raise InputError("an entries lookup table is built with "
@@ -239,6 +248,7 @@ class LookupTablePredictor(LatencyPredictor):
         self.type_cost = np.stack([w[:n_t], w[n_t:2 * n_t]], axis=1)[present]
         self.fixed_cost = w[2 * n_t:]
         self._cache.clear()
+        self._slot_gather = None
 
     def _predict(self, m: np.ndarray) -> np.ndarray:
         s = self.part_sum(m)
@@ -264,3 +274,4 @@ class LookupTablePredictor(LatencyPredictor):
             if len(self.type_keys) != len(self.type_cost):
                 raise ValueError("type_keys and type_cost differ in length")
         self._cache = {}
+        self._slot_gather = None

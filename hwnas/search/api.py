@@ -213,6 +213,7 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
         "scored": int(len(outcome.archive)), **counters,
         "wall_s": round(time.perf_counter() - t0, 3), "search_s": round(search_s, 3),
         "verify_s": round(verify_s, 3), "fastest_predicted_ms": fastest, "tabulated_costs": problem.tabulated(),
+        "cost_paths": problem.cost_paths(),
         "measured": ver.n_measured, "accepted": len(ver.accepted),
         "first_try_within_budget": first_try,
         "best_top1_objective": float(feasible.cols[TOP1].max()),

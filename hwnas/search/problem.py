@@ -20,7 +20,7 @@ import numpy as np
 
 from hwnas.errors import BudgetError, HwnasError, InputError
 from hwnas.search.operators import canonical, mutate, sample_graded, sample_mixed
-from hwnas.search.tabulate import AdditiveTable, tabulate
+from hwnas.search.tabulate import AdditiveTable, tabulate, vectorised_latency
 from hwnas.space import MAX_DEPTH, N_SLOTS, N_STAGES, SearchSpace
 
 __all__ = ["PredictorMissing", "Predictor", "Batch", "Problem", "SearchOutcome", "feasible_sample",
@@ -96,6 +96,15 @@ class _Cost:
 
     fn: Callable[[np.ndarray], np.ndarray]
     table: AdditiveTable | None = None
+    vectorised: bool = False  # an hwnas latency model fed from exact feature tables
+
+    @property
+    def path(self) -> str:
+        """How the column is evaluated: "table" (exact additive table, one gather), "vectorised"
+        (an hwnas latency model run on the whole batch, its analytic features gathered from an
+        exact table: `hwnas.search.tabulate.vectorised_latency`) or "direct" (an unknown model,
+        called as is)."""
+        return "table" if self.table is not None else "vectorised" if self.vectorised else "direct"
 
     def __call__(self, m: np.ndarray) -> np.ndarray:
         return self.table.predict(m) if self.table is not None else np.asarray(self.fn(m), np.float64)
@@ -153,7 +162,14 @@ class Problem:
         self._build_costs()
 
     def _build_costs(self) -> None:
-        self._costs = {ms_key(dev): self._make_cost(pred.predict) for dev, pred in self.latency.items()}
+        from hwnas.latency.base import LatencyPredictor
+
+        self._costs = {}
+        for dev, pred in self.latency.items():
+            fast = self.use_tables and isinstance(pred, LatencyPredictor)
+            cost = self._make_cost(vectorised_latency(pred, self.space) if fast else pred.predict)
+            cost.vectorised = fast
+            self._costs[ms_key(dev)] = cost
         if "macs" in self.objectives or self.max_macs is not None:
             self._costs["macs"] = self._make_cost(lambda m: self._stats(m, "macs"))
         if "params" in self.objectives or self.max_params is not None:
@@ -180,6 +196,10 @@ class Problem:
     def tabulated(self) -> dict[str, bool]:
         """Which cost columns run from an exact table (else the model is called directly)."""
         return {k: c.table is not None for k, c in self._costs.items()}
+
+    def cost_paths(self) -> dict[str, str]:
+        """How each cost column is evaluated: "table", "vectorised" or "direct" (`_Cost.path`)."""
+        return {k: c.path for k, c in self._costs.items()}
 
     @property
     def devices(self) -> list[str]:

@@ -8,10 +8,16 @@ instead of calling the model (which may rebuild its tables per call).
 
 `tabulate` never guesses: it checks the table against the model on random archs and returns None
 (use the model directly) when the model is not additive, e.g. a log-space or tree model.
+
+Models that are not additive but start from additive counts (analytic log, hybrid, MLP and
+transfer latency predictors all start from the analytic features of `hwnas.latency.analytic`) get
+the next best thing, `vectorised_latency`: those features come from an exact `VectorTable` (bit
+for bit, they are integer counts) and only the model's own few vector ops run per batch.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -20,9 +26,30 @@ import numpy as np
 from hwnas.search.operators import D, E, KS, sample_mixed, used_mask
 from hwnas.space import MAX_DEPTH, N_SLOTS, N_STAGES, SearchSpace
 
-__all__ = ["AdditiveTable", "tabulate"]
+__all__ = ["AdditiveTable", "tabulate", "VectorTable", "tabulate_vector", "feature_table", "vectorised_latency"]
 
 CostFn = Callable[[np.ndarray], np.ndarray]
+
+
+def _init_index(table) -> None:
+    """Choice -> position lookups of a table over `table.space` (shared by both table kinds)."""
+    table._r_index = _index(table.space.r_choices)
+    table._k_index = _index(table.space.ks_choices)
+    table._e_index = _index(table.space.e_choices)
+    table._d0 = min(table.space.d_choices)  # shallower stages drop blocks `fixed` counts
+
+
+def _slot_indices(table, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(resolution index, flat block index per slot, used slots, rows the table cannot express)."""
+    ri = _lookup(table._r_index, m[:, 0])
+    ki = _lookup(table._k_index, m[:, KS])
+    ei = _lookup(table._e_index, m[:, E])
+    used = used_mask(m)
+    bad = (ri < 0) | (((ki < 0) | (ei < 0)) & used).any(axis=1) | (m[:, D] < table._d0).any(axis=1)
+    n_slots, nk, ne = table.block.shape[1:4]
+    flat = ((np.maximum(ri, 0)[:, None] * n_slots + np.arange(n_slots)) * nk
+            + np.maximum(ki, 0)) * ne + np.maximum(ei, 0)
+    return ri, flat, used, bad
 
 
 @dataclass
@@ -38,21 +65,11 @@ class AdditiveTable:
     fallback: CostFn
 
     def __post_init__(self) -> None:
-        self._r_index = _index(self.space.r_choices)
-        self._k_index = _index(self.space.ks_choices)
-        self._e_index = _index(self.space.e_choices)
-        self._d0 = min(self.space.d_choices)  # shallower stages drop blocks `fixed` counts
+        _init_index(self)
 
     def predict(self, m: np.ndarray) -> np.ndarray:
         m = np.asarray(m)
-        ri = _lookup(self._r_index, m[:, 0])
-        ki = _lookup(self._k_index, m[:, KS])
-        ei = _lookup(self._e_index, m[:, E])
-        used = used_mask(m)
-        bad = (ri < 0) | (((ki < 0) | (ei < 0)) & used).any(axis=1) | (m[:, D] < self._d0).any(axis=1)
-        n_slots, nk, ne = self.block.shape[1:]
-        flat = ((np.maximum(ri, 0)[:, None] * n_slots + np.arange(n_slots)) * nk
-                + np.maximum(ki, 0)) * ne + np.maximum(ei, 0)
+        ri, flat, used, bad = _slot_indices(self, m)
         vals = np.take(self.block, flat)
         out = np.take(self.fixed, np.maximum(ri, 0)) + (vals * used).sum(axis=1)
         if bad.any():
@@ -119,3 +136,91 @@ def tabulate(fn: CostFn, space: SearchSpace, *, n_check: int = 512, rtol: float 
     if not np.allclose(got, want, rtol=rtol, atol=rtol * max(1.0, float(np.abs(want).max(initial=0)))):
         return None
     return table
+
+
+# -- vector-valued tables: the exact analytic features of hwnas latency models ------------------
+@dataclass
+class VectorTable:
+    """`AdditiveTable` of a vector-valued model: ``fixed[r_idx] + sum(block[r_idx, slot, k, e])``
+    over used slots, float64 [n, F]; rows it cannot express go to `fallback`."""
+
+    space: SearchSpace
+    fixed: np.ndarray  # [n_r, F]
+    block: np.ndarray  # [n_r, 20, n_k, n_e, F]
+    fallback: CostFn
+
+    def __post_init__(self) -> None:
+        _init_index(self)
+        width = self.block.shape[-1]
+        # the blocks as rows, plus a zero row that unused slots point at
+        self._flat = np.concatenate([self.block.reshape(-1, width), np.zeros((1, width))])
+        self._ones = np.ones((1, N_SLOTS))
+
+    def predict(self, m: np.ndarray) -> np.ndarray:
+        m = np.asarray(m)
+        ri, flat, used, bad = _slot_indices(self, m)
+        vals = np.take(self._flat, np.where(used, flat, len(self._flat) - 1), axis=0)  # [n, 20, F]
+        # sum over slots as a batched matmul: several times faster than a strided sum
+        out = self.fixed[np.maximum(ri, 0)] + np.matmul(self._ones, vals)[:, 0]
+        if bad.any():
+            out[bad] = np.asarray(self.fallback(m[bad]), dtype=np.float64)
+        return out
+
+
+def tabulate_vector(fn: CostFn, space: SearchSpace, *, n_check: int = 512, seed: int = 0
+                    ) -> VectorTable | None:
+    """An exact `VectorTable` of `fn` ([n, 46] rows -> float [n, F]), or None unless it reproduces
+    `fn` bit for bit on random archs (so a model fed from it predicts exactly as before: true of
+    integer-valued counts such as the analytic features, whose sums are exact in float64)."""
+    nk, ne = len(space.ks_choices), len(space.e_choices)
+    n_block = N_SLOTS * nk * ne
+    y = np.asarray(fn(_probes(space)), dtype=np.float64)
+    if y.ndim != 2:
+        return None
+    y = y.reshape(len(space.r_choices), -1, y.shape[1])
+    ref = y[:, 1 + n_block:]  # [n_r, 20, F]
+    block = y[:, 1:1 + n_block].reshape(len(space.r_choices), N_SLOTS, nk, ne, -1) - ref[:, :, None, None, :]
+    table = VectorTable(space, y[:, 0].copy(), block, fn)
+    check = sample_mixed(space, n_check, np.random.default_rng(seed))
+    if not np.array_equal(table.predict(check), np.asarray(fn(check), dtype=np.float64)):
+        return None
+    return table
+
+
+@functools.lru_cache(maxsize=16)
+def feature_table(space: SearchSpace, width_mult: float, n_classes: int) -> VectorTable | None:
+    """The exact table of `hwnas.latency.analytic.all_features` over `space` (None if not exact)."""
+    from hwnas.latency.analytic import all_features
+
+    return tabulate_vector(lambda m: all_features(np.asarray(m, dtype=np.int64), width_mult, n_classes),
+                           space)
+
+
+def vectorised_latency(pred, space: SearchSpace) -> CostFn:
+    """`pred.predict` of an hwnas `LatencyPredictor`, for search: the analytic features every
+    feature-based kind (analytic, hybrid, mlp, transfer) starts from are gathered from exact
+    per-space tables (`feature_table`) instead of being counted per call; the rest of the model
+    (log, ridge, MLP, exp) runs as before on the whole batch, so predictions are identical."""
+    from hwnas.latency.analytic import FeatureCache, all_features
+    from hwnas.latency.base import single_thread
+    from hwnas.latency.layout import as_matrix
+
+    class _TableCache(FeatureCache):
+        def get(self, width_mult: float, n_classes: int) -> np.ndarray:
+            key = (float(width_mult), int(n_classes))
+            if key not in self._done:
+                table = feature_table(space, *key)
+                self._done[key] = (table.predict(self.m) if table is not None
+                                   else all_features(self.m, *key))
+            return self._done[key]
+
+    def predict(m: np.ndarray) -> np.ndarray:
+        if not getattr(pred, "_fitted", False) or not isinstance(m, np.ndarray):
+            return np.asarray(pred.predict(m), dtype=np.float64)
+        m = as_matrix(m)
+        if not len(m):
+            return np.zeros(0)
+        with single_thread():
+            return np.asarray(pred._predict_cached(m, _TableCache(m)), dtype=np.float64)
+
+    return predict
