@@ -207,7 +207,8 @@ class RidgePredictor(AccuracyPredictor):
 
     def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         mean = x @ self.coef + self.y_mean
-        var = self.sigma2 * (1.0 / max(self.meta.get("n_train", 1), 1) + np.einsum("ij,jk,ik->i", x, self.cov, x))
+        quad = np.sum((x @ self.cov) * x, axis=1)  # x^T C x per row (a BLAS matmul, not einsum's loop)
+        var = self.sigma2 * (1.0 / max(self.meta.get("n_train", 1), 1) + quad)
         return mean, np.sqrt(np.maximum(var, 0.0))
 
     def _arrays(self) -> dict[str, np.ndarray]:
