@@ -12,12 +12,12 @@ each chunk and rank 0, the only writer, merges them (torch.distributed, gloo or 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from hwnas.distributed import init_distributed
 from hwnas.errors import InputError, TableError
 from hwnas.fileio import atomic_path
 from hwnas.space import FLAT_COLUMNS, SearchSpace
@@ -75,19 +75,6 @@ def read_accuracy_table(run_dir: str | Path, name: str = ACCURACY_TABLE):
     return df
 
 
-def _dist() -> tuple[int, int]:
-    """(rank, world size); initialises the process group under torchrun."""
-    world = int(os.environ.get("WORLD_SIZE", 1))
-    if world <= 1:
-        return 0, 1
-    import torch
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist.get_rank(), dist.get_world_size()
-
-
 def _gather(rows: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
     if world == 1:
         return rows
@@ -134,7 +121,9 @@ def evaluate_into_table(run, archs, name: str, *, split: str, seed: int, bn_imag
     from hwnas.supernet.pretrained import data_config_of, load_supernet
 
     path = Path(run.run_dir) / name
-    rank, world = _dist()
+    import torch
+
+    rank, world = init_distributed("cuda" if torch.cuda.is_available() else "cpu")
     table = read_accuracy_table(run.run_dir, name)
     done = set(table["id"].astype(str))
     todo = list({a.id: a for a in archs if a.id not in done}.values())

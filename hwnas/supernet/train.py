@@ -32,6 +32,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hwnas.distributed import dist_info, init_distributed
 from hwnas.errors import CheckpointError, ConfigError, InputError
 from hwnas.fileio import atomic_write_json, atomic_write_text
 from hwnas.space import Arch, SearchSpace
@@ -179,17 +180,6 @@ def build_phases(cfg: TrainConfig) -> list[Phase]:
 
 
 # -- distributed helpers ---------------------------------------------------------------------
-def _dist_info() -> tuple[int, int]:
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-
-
-def _init_distributed(device: torch.device) -> None:
-    import torch.distributed as dist
-
-    if _dist_info()[1] > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-
-
 def _all_reduce_mean(values: list[float], device: torch.device) -> list[float]:
     import torch.distributed as dist
 
@@ -256,7 +246,7 @@ def train_supernet(cfg: TrainConfig, out_dir: str | Path,
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; give a folder for the training run")
     with ExitStack() as stack:
-        if _dist_info()[0] == 0:
+        if dist_info()[0] == 0:
             try:
                 stack.enter_context(file_lock(out / TRAIN_LOCK, blocking=False))
             except BlockingIOError:
@@ -298,11 +288,11 @@ def _train_supernet(cfg: TrainConfig, out: Path,
     from hwnas.supernet.checkpoint import load_checkpoint, load_checkpoint_meta, save_checkpoint
     from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
 
-    rank, world = _dist_info()
+    rank, world = dist_info()
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    _init_distributed(device)
+    init_distributed(device.type)
 
     torch.manual_seed(cfg.seed)  # same initial weights on every rank and every rerun
     space = cfg.search_space()
@@ -413,7 +403,7 @@ def _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler
                  save, progress, amp) -> dict[str, float]:
     from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
-    rank, world = _dist_info()
+    rank, world = dist_info()
     dataset = loaders.train.dataset
     epoch_seed = cfg.seed * 100_003 + state["phase_index"] * 1009 + state["epoch"]
     if world > 1:
