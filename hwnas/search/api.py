@@ -245,7 +245,7 @@ def _accuracy_report(problem: Problem, table: Batch, measured: dict[int, float],
     def compare(rows: list[int]) -> dict[str, Any] | None:
         if not rows:
             return None
-        pred = problem.top1_mean(table.m[rows])
+        pred = problem.top1_estimate(table.m[rows])[0]
         true = np.array([measured[i] for i in rows])
         return regression_metrics(pred, true)
 
@@ -307,8 +307,7 @@ def _frame(problem: Problem, table: Batch, on_front: np.ndarray, measured: dict[
     first, *others = problem.devices
     out = pd.DataFrame(m, columns=list(FLAT_COLUMNS))
     out["id"] = ids
-    out["top1_pred"] = problem.top1_mean(m)
-    out["top1_std"] = problem.accuracy_std(m)
+    out["top1_pred"], out["top1_std"] = problem.top1_estimate(m)
     out["top1_objective"] = table.cols[TOP1][rows]
     out["measured_top1"] = [top1_measured.get(int(i), np.nan) for i in rows]
     out["ms_pred"] = table.cols[ms_key(first)][rows]

@@ -253,15 +253,14 @@ class Problem:
             return np.asarray(mean, dtype=np.float64) - self.accuracy_risk * np.asarray(std, dtype=np.float64)
         return np.asarray(self.accuracy.predict(m), dtype=np.float64)
 
-    def top1_mean(self, m: np.ndarray) -> np.ndarray:
-        """The accuracy predictor's own estimate (no risk penalty) of rows `m`: what is reported."""
-        return np.asarray(self.accuracy.predict(np.asarray(m, dtype=np.int32)), dtype=np.float64)
-
-    def accuracy_std(self, m: np.ndarray) -> np.ndarray:
-        """The accuracy predictor's one-sigma uncertainty of rows `m` (NaN if it has none)."""
+    def top1_estimate(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the accuracy predictor's own top-1, no risk penalty: what is reported; its one-sigma
+        uncertainty, NaN if it has none) of rows `m`, in one call."""
+        m = np.asarray(m, dtype=np.int32)
         if hasattr(self.accuracy, "predict_with_std"):
-            return np.asarray(self.accuracy.predict_with_std(np.asarray(m, dtype=np.int32))[1], dtype=np.float64)
-        return np.full(len(m), np.nan)
+            mean, std = self.accuracy.predict_with_std(m)
+            return np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64)
+        return np.asarray(self.accuracy.predict(m), dtype=np.float64), np.full(len(m), np.nan)
 
     def evaluate(self, m: np.ndarray) -> Batch:
         m = np.asarray(m, dtype=np.int32)
