@@ -167,7 +167,7 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     if top_k < 1:
         raise InputError(f"--top-k must be at least 1, got {top_k}")
     if not 0.0 <= latency_margin < 0.5:
-        raise InputError(f"the latency margin must be within [0, 0.5), got {latency_margin}")
+        raise InputError(f"--latency-margin must be within [0, 0.5) (a fraction: 0.02 is 2%), got {latency_margin}")
     latency = {d: load_latency_predictor(run_dir, d, run.space.width_mult) for d in devices}
     accuracy = ensure_accuracy_predictor(run, accuracy_samples, seed=seed, progress=progress)
     problem = Problem(run.space, accuracy, latency, budgets, objectives=tuple(objectives or ()),
