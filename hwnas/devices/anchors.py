@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 from hwnas.devices.stats import LatencyStats
 from hwnas.errors import ConfigError
-from hwnas.fileio import atomic_write_json, state_dir
+from hwnas.fileio import atomic_write_json, file_lock, state_dir
 
 __all__ = ["AnchorBook", "anchor_key"]
 
@@ -74,12 +74,14 @@ class AnchorBook:
                 for key, e in self._read().items() if e["what"].get("device") == device]
 
     def put(self, key: str, stats: LatencyStats, what: Mapping[str, Any]) -> None:
-        with self._lock:
-            anchors = self._read()
-            anchors[key] = {"anchor_ms": stats.median_ms, "what": dict(what), "stats": stats.to_dict(),
-                            "calibrated_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-            try:
+        """Add or replace one anchor. Runs on one host share the file, so the read-modify-write
+        holds an inter-process lock (two profiles calibrating at once keep both anchors)."""
+        try:
+            with self._lock, file_lock(self.path.with_name(f".{self.path.name}.lock")):
+                anchors = self._read()
+                anchors[key] = {"anchor_ms": stats.median_ms, "what": dict(what), "stats": stats.to_dict(),
+                                "calibrated_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
                 atomic_write_json(self.path, {"format": _FORMAT, "anchors": anchors})
-            except OSError as err:
-                raise ConfigError(f"cannot write the anchor book {self.path} ({err.strerror or err}); "
-                                  "set HWNAS_STATE_DIR to a writable folder") from None
+        except OSError as err:
+            raise ConfigError(f"cannot write the anchor book {self.path} ({err.strerror or err}); "
+                              "set HWNAS_STATE_DIR to a writable folder") from None

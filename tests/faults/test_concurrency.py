@@ -254,3 +254,29 @@ def test_two_profiles_on_one_run_keep_every_row(tmp_path):
     assert all(p.wait(timeout=300) == 0 for p in procs)
     keys = set(read_measurements(tmp_path)["key"])
     assert keys == {f"{t}-{i}" for t in ("a", "b") for i in range(40)}
+
+
+_ANCHOR_WRITER = """
+import sys
+from pathlib import Path
+from hwnas.devices.anchors import AnchorBook
+from hwnas.devices.stats import summarize
+book = AnchorBook(Path(sys.argv[1]) / "anchors.json")
+for i in range(int(sys.argv[3])):
+    book.put(f"{sys.argv[2]}-{i}", summarize([1.0, 1.1], warmup=0), {"device": sys.argv[2]})
+"""
+
+
+def test_two_processes_calibrating_anchors_keep_every_anchor(tmp_path):
+    """The host's anchor book is shared by every run: concurrent writers must not drop entries."""
+    import subprocess
+    import sys
+
+    from hwnas.devices.anchors import AnchorBook
+
+    script = tmp_path / "put.py"
+    script.write_text(_ANCHOR_WRITER)
+    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path), dev, "300"]) for dev in ("a", "b")]
+    assert all(p.wait(timeout=300) == 0 for p in procs)
+    book = AnchorBook(tmp_path / "anchors.json")
+    assert {e["key"] for dev in ("a", "b") for e in book.entries(dev)} == {f"{d}-{i}" for d in "ab" for i in range(300)}
