@@ -72,6 +72,21 @@ SpaceOpt = typer.Option(None, "--space", help="YAML file with ks/e/d/r choices a
                         "(r may be a range like '32:64:4'). Default: Once-for-All's space.")
 
 
+FamilyOpt = typer.Option("ofa-mbv3", "--family", help="Search-space family: ofa-mbv3, "
+                         "ofa-proxyless or ofa-resnet50.")
+DataOpt = typer.Option(None, "--data", help="Dataset to evaluate subnets on: imagefolder:PATH "
+                       "(train/ and val/ class folders, e.g. ImageNet), cifar10:PATH, cifar100:PATH "
+                       "or mnist-embedded. Default: the supernet's own.")
+
+
+def _data_config(spec: Optional[str]):
+    if spec is None:
+        return None
+    from hwnas.supernet.data import DataConfig
+
+    return DataConfig.from_spec(spec)
+
+
 def _load_space(path: Optional[Path], width_mult: Optional[float] = None):
     from hwnas.space import SearchSpace
 
@@ -94,9 +109,18 @@ def _write_or_print(text: str, out: Optional[Path]) -> None:
 # -- space -----------------------------------------------------------------------------------
 @space_app.command("info")
 def space_info(space_file: Optional[Path] = SpaceOpt,
-               as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")
+               as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+               family: str = FamilyOpt,
                ) -> None:
     """Print the space's choices and its exact size."""
+    from hwnas.families import DEFAULT_FAMILY, get_family
+
+    fam = get_family(family)
+    if family != DEFAULT_FAMILY:
+        if space_file is not None:
+            raise InputError(f"--space files describe ofa-mbv3 spaces; leave it out with --family {family}")
+        _print_family_info(fam.info(), as_json)
+        return
     space = _load_space(space_file)
     info = space.describe()
     info["min_arch"] = space.min_arch().to_ofa_dict()
@@ -124,6 +148,26 @@ def space_info(space_file: Optional[Path] = SpaceOpt,
 class SampleFormat(str, Enum):
     json = "json"
     csv = "csv"
+
+
+def _print_family_info(info: dict, as_json: bool) -> None:
+    if as_json:
+        info = {**info, "networks_per_resolution": str(info["networks_per_resolution"])}
+        typer.echo(json.dumps(info, indent=2))
+        return
+    table = Table(title=f"{info['title']} search space ({info['once_for_all_class']})", show_header=False)
+    for name, gene in info["genes"].items():
+        table.add_row(f"{name} ({gene['count']} genes)", str(gene["choices"]))
+    r = info["resolutions"]
+    table.add_row("resolutions (r)", f"{r[0]}..{r[-1]} ({len(r)} values)")
+    table.add_row("width multiplier", " or ".join(map(str, info["widths"])))
+    table.add_row("published", ", ".join(info["published"].values()))
+    table.add_row("table columns", f"{', '.join(info['columns'][:4])}, ... {info['columns'][-1]} "
+                  f"({len(info['columns'])})")
+    n = info["networks_per_resolution"]
+    if n is not None:
+        table.add_row("subnets per resolution", f"{n:,} (~10^{len(str(n)) - 1})")
+    console.print(table)
 
 
 @space_app.command("sample")
@@ -391,13 +435,14 @@ def profile_cmd(
     recalibrate: bool = typer.Option(False, "--recalibrate", help="Measure a fresh anchor (the reference's "
                                      "latency) for devices new to this run instead of reusing this "
                                      "host's."),
+    data: Optional[str] = DataOpt,
 ) -> None:
     """Measure subnets on devices into the run's measurement store (reruns skip what exists)."""
     from hwnas.latency.profiler import ProtocolSettings, profile
     from hwnas.progress import make_progress
     from hwnas.run import open_run
 
-    cfg = open_run(run, supernet)
+    cfg = open_run(run, supernet, data=_data_config(data))
     protocol = ProtocolSettings(rounds=rounds, runs=runs, seed=seed)
     with make_progress(err_console) as bar:
         tasks: dict[str, Any] = {}
@@ -419,26 +464,27 @@ def profile_cmd(
 # -- supernet -------------------------------------------------------------------------------
 @supernet_app.command("stats")
 def supernet_stats(
-    table: Path = typer.Option(..., "--table", help="CSV of flat rows r,ks_0..ks_19,e_0..e_19,d_0..d_4."),
+    table: Path = typer.Option(..., "--table", help="CSV of flat rows: r, then the family's genes "
+                               "(ofa-mbv3: ks_0..ks_19, e_0..e_19, d_0..d_4; see `hwnas space info "
+                               "--family F`)."),
     out: Path = typer.Option(..., "--out", help="Where to write the rows with params and macs columns."),
-    width_mult: float = typer.Option(1.0, "--width-mult", help="Supernet width multiplier (1.0 or 1.2)."),
+    family: str = FamilyOpt,
+    width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Supernet width multiplier "
+                                               "(ofa-mbv3: 1.0 or 1.2; default: the family's)."),
     classes: int = typer.Option(1000, "--classes", help="Number of classes of the classifier."),
 ) -> None:
     """Exact parameter count and MACs of each subnet in a table (no network is built)."""
-    from hwnas.space import read_arch_table
-    from hwnas.supernet.stats import stats_frame
+    from hwnas.families import get_family
+    from hwnas.families.tables import stats_frame
     from hwnas.fileio import atomic_path
+    from hwnas.space import read_table_frame
 
+    fam = get_family(family)
     if classes < 1:
         raise InputError(f"--classes must be at least 1, got {classes}")
-    if not 0 < width_mult < float("inf"):
-        raise InputError(f"--width-mult must be positive, got {width_mult}")
+    fam.check_width(width_mult)
     _check_out_file(out)
-    archs, df = read_arch_table(table, w=width_mult)
-    stats = stats_frame(archs, width_mult=width_mult, n_classes=classes)
-    df = df.copy()
-    df["params"] = stats["params"].to_numpy()
-    df["macs"] = stats["macs"].to_numpy()
+    df = stats_frame(fam, read_table_frame(table), width_mult, classes, source=str(table))
     with atomic_path(out, suffix=".csv") as tmp:
         df.to_csv(tmp, index=False)
     err_console.print(f"wrote {len(df)} rows to {out}")
@@ -452,6 +498,7 @@ def supernet_eval(
                                               "(e.g. runs/x/supernet). Default: the shipped supernet."),
     split: str = typer.Option("val", "--split", help="val or test."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write rows with top1/loss columns here."),
+    data: Optional[str] = DataOpt,
 ) -> None:
     """Top-1 of subnets taken from a trained supernet (BN recalibrated per subnet)."""
     from hwnas.space import Arch, read_arch_table, write_arch_table
@@ -464,7 +511,7 @@ def supernet_eval(
     model, meta = load_supernet(checkpoint)
     space = model.space
     archs = read_arch_table(table, space)[0] if table else [space.validate(Arch.from_json(arch))]
-    loaders = build_loaders(data_config_of(meta))
+    loaders = build_loaders(data_config_of(meta, _data_config(data)))
     from hwnas.progress import make_progress
 
     with make_progress(err_console) as bar:
@@ -484,17 +531,22 @@ def supernet_import(
     from_ofa: Path = typer.Option(..., "--from-ofa", help="Once-for-All checkpoint file (what "
                                   "ofa_net('ofa_mbv3_d234_e346_k357_w1.0', pretrained=True) loads), "
                                   "downloaded yourself."),
-    family: str = typer.Option("ofa-mbv3", "--family", help="Network family of the file (ofa-mbv3)."),
-    width_mult: float = typer.Option(1.0, "--width-mult", help="Its width multiplier: 1.0 or 1.2."),
+    family: str = FamilyOpt,
+    width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Its width multiplier "
+                                               "(ofa-mbv3: 1.0 or 1.2; ofa-proxyless: 1.3; "
+                                               "ofa-resnet50: 1.0). Default: the family's first."),
     out: Path = typer.Option(..., "--out", help="hwnas checkpoint stem to write, e.g. runs/ofa/supernet."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing checkpoint at --out."),
 ) -> None:
     """Import Once-for-All's published supernet weights (read with weights_only=True, every tensor
     checked) as an hwnas checkpoint: ImageNet's 1000 classes, OFA's space, r 128..224."""
+    from hwnas.families import get_family
     from hwnas.supernet.ofa_import import import_ofa_checkpoint
 
+    fam = get_family(family)
+    width_mult = fam.default_width if width_mult is None else width_mult
     path = import_ofa_checkpoint(from_ofa, out, width_mult=width_mult, family=family, overwrite=overwrite)
-    err_console.print(f"wrote {path.with_suffix('')} (OFA-MobileNetV3 W={width_mult}, 1000 classes); "
+    err_console.print(f"wrote {path.with_suffix('')} ({fam.title} W={width_mult}, 1000 classes); "
                       f"use it with --supernet {path.with_suffix('')}", soft_wrap=True)
 
 
@@ -619,6 +671,7 @@ def accuracy_build(
     bn_images: int = typer.Option(500, "--bn-images", help="Training images for each subnet's BN recalibration "
                                   "(the default is what every other evaluation in hwnas uses)."),
     seed: int = typer.Option(0, "--seed"),
+    data: Optional[str] = DataOpt,
 ) -> None:
     """Evaluate sampled subnets on the validation split into <run>/accuracy.csv (resumable;
     under `torchrun --nproc_per_node N -m hwnas accuracy build ...` the ranks share the work)."""
@@ -630,7 +683,7 @@ def accuracy_build(
 
     if samples < 1 or bn_images < 1:
         raise InputError(f"--samples and --bn-images must be at least 1, got {samples} and {bn_images}")
-    cfg = open_run(run)
+    cfg = open_run(run, data=_data_config(data))
     quiet = int(os.environ.get("RANK", 0)) != 0
     with EventProgress(err_console, disable=quiet) as bar:
         table = build_accuracy_table(cfg, samples, seed=seed, bn_images=bn_images, progress=bar)

@@ -35,6 +35,7 @@ __all__ = [
     "archs_from_frame",
     "check_matrix",
     "read_arch_table",
+    "read_table_frame",
     "write_arch_table",
 ]
 
@@ -133,8 +134,15 @@ class Arch:
 
     @classmethod
     def from_ofa_dict(cls, obj: Mapping[str, Any], w: float | None = None) -> "Arch":
+        """An arch from Once-for-All's dict plus ``"r"``. Dicts of the other families (ResNet50's
+        ``d, e, w`` lists, ProxylessNAS's 21 ``ks``) give that family's `GeneArch`."""
         if not isinstance(obj, Mapping):
             raise InputError(f"an OFA arch must be a dict with keys ks, e, d, r; got {type(obj).__name__}")
+        other = _other_family(obj)
+        if other is not None:  # e.g. a ResNet50 dict (d, e, w lists): that family's arch
+            from hwnas.families import get_family
+
+            return get_family(other).arch_from_dict(obj, w)  # type: ignore[return-value]
         missing = [k for k in ("ks", "e", "d", "r") if k not in obj]
         if missing:
             raise InputError(f"OFA arch dict is missing {', '.join(missing)}; it needs ks, e, d and r")
@@ -181,6 +189,15 @@ class Arch:
         for s in range(N_STAGES):
             stages.append(" ".join(f"{self.ks[4*s+j]}x{self.e[4*s+j]}" for j in range(self.d[s])))
         return f"r{self.r} | " + " / ".join(stages)
+
+
+def _other_family(obj: Mapping[str, Any]) -> str | None:
+    """The family of an arch dict that is not OFA-MobileNetV3's, told by its shape."""
+    if isinstance(obj.get("w"), (list, tuple)):
+        return "ofa-resnet50"
+    if isinstance(obj.get("ks"), (list, tuple)) and len(obj["ks"]) == 21:
+        return "ofa-proxyless"
+    return None
 
 
 def _choices(values: Iterable[Any], name: str) -> tuple[int, ...]:
@@ -569,6 +586,12 @@ def _reason_to_column(reason: str) -> str:
 
 def read_arch_table(path: str | Path, space: SearchSpace | None = None, w: float | None = None):
     """Read a CSV (or Parquet) of flat rows -> (archs, DataFrame with all the file's columns)."""
+    df = read_table_frame(path)
+    return archs_from_frame(df, space, w, source=str(path)), df
+
+
+def read_table_frame(path: str | Path):
+    """A CSV (or Parquet) file as a DataFrame with stripped column names; one-line TableErrors."""
     import pandas as pd
 
     path = Path(path)
@@ -583,7 +606,7 @@ def read_arch_table(path: str | Path, space: SearchSpace | None = None, w: float
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise TableError(f"table {path} cannot be read as CSV: {first}") from None
     df.columns = [str(c).strip() for c in df.columns]
-    return archs_from_frame(df, space, w, source=str(path)), df
+    return df
 
 
 def write_arch_table(path: str | Path, archs: Sequence[Arch], extra=None) -> None:

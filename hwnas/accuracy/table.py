@@ -131,7 +131,7 @@ def evaluate_into_table(run, archs, name: str, *, split: str, seed: int, bn_imag
         progress(event, done=len(archs) - len(todo), total=len(archs))
     if todo:
         model, meta = load_supernet(run.supernet)
-        loaders = build_loaders(data_config_of(meta))
+        loaders = build_loaders(data_config_of(meta, run.data))
         step = chunk * world
         for lo in range(0, len(todo), step):
             part = todo[lo:lo + step]

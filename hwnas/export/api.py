@@ -181,7 +181,7 @@ class _Exporter:
             from hwnas.supernet.pretrained import data_config_of, load_supernet
 
             model, meta = load_supernet(self.run.supernet)
-            loaders = build_loaders(data_config_of(meta))
+            loaders = build_loaders(data_config_of(meta, self.run.data))
             n = (BN_IMAGES if self.calib_batches is None
                  else self.calib_batches * loaders.train.batch_size)
             calib = calibration_loader(loaders.train, n_images=n, seed=0)

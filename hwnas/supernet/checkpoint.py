@@ -24,7 +24,7 @@ from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticSerializationError
 from safetensors import SafetensorError
 from safetensors.torch import load as st_load, save as st_save
@@ -59,7 +59,8 @@ class CheckpointMeta(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    space: dict[str, Any] | None = None  # SearchSpace.to_dict(); a SearchSpace is accepted
+    family: str = "ofa-mbv3"  # hwnas.families registry name
+    space: dict[str, Any] | None = None  # the family's space as a dict; a SearchSpace is accepted
     n_classes: int | None = None
     dataset: str | None = None
     class_names: list[str] = []
@@ -77,9 +78,17 @@ class CheckpointMeta(BaseModel):
 
         if isinstance(value, SearchSpace):
             return value.to_dict()
-        if isinstance(value, Mapping):
-            return SearchSpace.from_dict(value).to_dict()  # validates and normalises
         return value
+
+    @model_validator(mode="after")
+    def _space_of_family(self) -> "CheckpointMeta":
+        """Validate and normalise the space against the family's genes (an unknown family too)."""
+        from hwnas.families import get_family
+
+        family = get_family(self.family)
+        if self.space is not None:
+            self.space = family.space_from_dict(self.space).to_dict()
+        return self
 
 
 class CheckpointPaths(NamedTuple):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Literal, Sequence
+from typing import TYPE_CHECKING, Iterator, Literal, Sequence, get_args
 
 import numpy as np
 import torch
@@ -70,6 +70,32 @@ class DataConfig(BaseModel):
     test_fraction: float = Field(0.1, ge=0.0, lt=1.0)  # only used where no test split exists
     image_size: int = Field(224, ge=8)  # base size of image-folder images (ignored elsewhere)
     augment: bool = True  # random crop/flip of RGB training images (digits are never flipped)
+    # at most this many training images are held out as the validation split (Once-for-All holds
+    # out 10,000 of ImageNet's train/; 10% would be 128,000 evaluated per subnet)
+    val_images: int | None = Field(None, ge=1)
+    # an image folder's labels are mapped onto these class names, in the classifier's output order
+    # (a supernet's own classes; None = the folder's classes in sorted order)
+    classes: list[str] | None = None
+
+    @classmethod
+    def from_spec(cls, spec: str) -> "DataConfig":
+        """``NAME[:PATH]`` as the CLI's ``--data`` takes it: ``imagefolder:/data/imagenet``
+        (train/ and val/ class folders), ``cifar10:PATH``, ``cifar100:PATH``, ``mnist-embedded``."""
+        name, _, root = str(spec).partition(":")
+        names = get_args(DatasetName)
+        if name not in names:
+            raise InputError(f"--data {spec!r}: unknown dataset {name!r}; use one of "
+                             f"{', '.join(n + ('' if n == 'mnist-embedded' else ':PATH') for n in names)}")
+        if name == "mnist-embedded":
+            if root:
+                raise InputError("--data mnist-embedded takes no path (the digits ship with hwnas)")
+            return cls()
+        if not root:
+            raise InputError(f"--data {name} needs a folder: --data {name}:PATH")
+        if not Path(root).expanduser().is_dir():
+            raise InputError(f"--data {spec!r}: folder {root} does not exist")
+        extra = {"val_images": 10_000} if name == "imagefolder" else {}
+        return cls(name=name, root=Path(root).expanduser().resolve(), **extra)
 
     @model_validator(mode="after")
     def _fractions_leave_training_data(self) -> "DataConfig":
@@ -304,15 +330,49 @@ def _imagefolder(cfg: DataConfig) -> _Splits:
                 else root / "val" if has["train"] and has["val"] else None)
     train_src, eval_src = _image_folder(base, train_tf), _image_folder(base, eval_tf)
     classes = list(train_src.classes)
+    labels = _LabelMap.between(classes, cfg.classes, base)
     if val_dir is not None:
         tr, val = np.arange(len(train_src)), _checked_folder(val_dir, eval_tf, classes)
     else:  # hold out part of the training images for validation
-        tr, va, te = stratified_split(train_src.targets, cfg.val_fraction,
+        fraction = cfg.val_fraction
+        if cfg.val_images is not None:
+            fraction = min(fraction, cfg.val_images / max(len(train_src), 1))
+        tr, va, te = stratified_split(train_src.targets, fraction,
                                       0.0 if test_dir else cfg.test_fraction, cfg.seed)
         val = Subset(eval_src, va.tolist())
     test = _checked_folder(test_dir, eval_tf, classes) if test_dir else Subset(eval_src, te.tolist())
-    return _Splits(Subset(train_src, tr.tolist()), val, test, classes,
+    for ds in {id(d): d for d in (train_src, eval_src, val, test)}.values():
+        if hasattr(ds, "target_transform"):
+            ds.target_transform = labels
+    return _Splits(Subset(train_src, tr.tolist()), val, test, labels.names,
                    _IMAGENET_MEAN, _IMAGENET_STD, cfg.image_size)
+
+
+class _LabelMap:
+    """Folder label -> classifier output index (a class, not a lambda: loader workers pickle it)."""
+
+    def __init__(self, table: list[int], names: list[str]):
+        self.table, self.names = table, names
+
+    def __call__(self, label: int) -> int:
+        return self.table[label]
+
+    @classmethod
+    def between(cls, folder: list[str], model: list[str] | None, where: Path) -> "_LabelMap":
+        """Folders named like the classifier's classes map by name (any subset); otherwise a folder
+        with exactly as many classes as the classifier maps in sorted order (ImageFolder's and
+        Once-for-All's convention for ImageNet's train/ and val/)."""
+        if model is None or folder == model:
+            return cls(list(range(len(folder))), list(folder))
+        index = {name: i for i, name in enumerate(model)}
+        if all(name in index for name in folder):
+            return cls([index[name] for name in folder], list(model))
+        if len(folder) == len(model):
+            return cls(list(range(len(folder))), list(model))
+        raise InputError(f"image folder {where} has {len(folder)} classes ({', '.join(folder[:3])}...) "
+                         f"but the supernet classifies {len(model)}; point at a folder with one "
+                         f"subfolder per class of the supernet ({len(model)}), named as its classes "
+                         "or in its class order")
 
 
 def _checked_folder(path: Path, transform, classes: list[str]):

@@ -39,30 +39,14 @@ __all__ = [
     "DynamicMBConv",
 ]
 
-CHANNEL_DIVISIBLE = 8
-SE_REDUCTION = 4
-
-
-# -- channel arithmetic (shared by layers, networks and the analytic counter) ------------------
-def make_divisible(v: float, divisor: int = CHANNEL_DIVISIBLE, min_val: int | None = None) -> int:
-    """Once-for-All's rounding: nearest multiple of `divisor`, at least `min_val`, and never more
-    than 10% below `v`. Must stay bit-identical to OFA's, or channel counts drift from OFA's nets."""
-    if min_val is None:
-        min_val = divisor
-    new_v = max(min_val, int(v + divisor / 2) // divisor * divisor)
-    if new_v < 0.9 * v:
-        new_v += divisor
-    return int(new_v)
-
-
-def expand_channels(in_channels: int, expand_ratio: float) -> int:
-    """Hidden width of an MBConv block: computed from the block's *own* input width."""
-    return make_divisible(round(in_channels * expand_ratio))
-
-
-def se_channels(channels: int) -> int:
-    """Bottleneck width of squeeze-and-excitation on `channels`."""
-    return make_divisible(channels // SE_REDUCTION)
+# channel arithmetic lives in the torch-free `hwnas.channels`; re-exported for the layers' users
+from hwnas.channels import (  # noqa: E402
+    CHANNEL_DIVISIBLE,
+    SE_REDUCTION,
+    expand_channels,
+    make_divisible,
+    se_channels,
+)
 
 
 def same_padding(kernel_size: int) -> int:
@@ -71,14 +55,17 @@ def same_padding(kernel_size: int) -> int:
 
 # -- static layers -----------------------------------------------------------------------------
 def build_act(name: str | None) -> nn.Module | None:
-    """'relu' | 'h_swish' | None. h-swish is torch's Hardswish (x * relu6(x + 3) / 6, as OFA's)."""
+    """'relu' | 'relu6' | 'h_swish' | None. h-swish is torch's Hardswish (x * relu6(x + 3) / 6, as
+    OFA's); ProxylessNAS uses relu6."""
     if name is None:
         return None
     if name == "relu":
         return nn.ReLU(inplace=True)
+    if name == "relu6":
+        return nn.ReLU6(inplace=True)
     if name == "h_swish":
         return nn.Hardswish()
-    raise InputError(f"unknown activation {name!r}; use 'relu' or 'h_swish'")
+    raise InputError(f"unknown activation {name!r}; use 'relu', 'relu6' or 'h_swish'")
 
 
 def conv_bn_act(in_channels: int, out_channels: int, kernel_size: int = 1, stride: int = 1,

@@ -56,14 +56,13 @@ import torch
 
 from hwnas.errors import CheckpointError, InputError
 from hwnas.fileio import sha256_file
-from hwnas.space import N_STAGES, SearchSpace
+from hwnas.families.base import IMAGENET_MEAN, IMAGENET_STD
+from hwnas.space import N_STAGES
 from hwnas.supernet.checkpoint import checkpoint_exists, checkpoint_paths, save_checkpoint
 from hwnas.supernet.layers import expand_channels, se_channels
-from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3, iter_blocks, mbv3_plan
+from hwnas.supernet.ofa_mbv3 import iter_blocks, mbv3_plan
 
 __all__ = [
-    "FAMILIES",
-    "WIDTHS",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "ofa_mbv3_layout",
@@ -74,14 +73,9 @@ __all__ = [
     "import_ofa_checkpoint",
 ]
 
-FAMILIES = ("ofa-mbv3",)
-WIDTHS = (1.0, 1.2)  # the published OFA-MobileNetV3 supernets
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 N_CLASSES = 1000
 _KS, _E, _D = (3, 5, 7), (3, 4, 6), (2, 3, 4)
 _BN = ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")
-_PUBLISHED = {1.0: "ofa_mbv3_d234_e346_k357_w1.0", 1.2: "ofa_mbv3_d234_e346_k357_w1.2"}
 
 
 # -- the layout -------------------------------------------------------------------------------
@@ -186,44 +180,57 @@ def _first_line(text: str, err: BaseException) -> str:
     return line.split(". ")[0][:160]
 
 
+def _fits(state: Mapping[str, torch.Tensor], layout: Mapping[str, tuple[int, ...]]) -> bool:
+    keys = {k for k in layout if not k.endswith(".num_batches_tracked")}
+    return keys <= set(state) <= set(layout) and all(
+        tuple(state[k].shape) == layout[k] for k in keys)
+
+
 def describe_ofa_file(state: Mapping[str, torch.Tensor]) -> str:
     """What a state dict looks like: which Once-for-All family and width (for error messages)."""
-    if "input_stem.0.conv.conv.weight" in state:
-        return "Once-for-All's OFA-ResNet50 (ofa_resnet50), which hwnas does not import"
-    if "feature_mix_layer.bn.weight" in state and "final_expand_layer.conv.weight" not in state:
-        return "Once-for-All's OFA-ProxylessNAS (ofa_proxyless_d234_e346_k357_w1.3), which hwnas does not import"
-    stem = state.get("first_conv.conv.weight")
-    if "final_expand_layer.conv.weight" not in state or stem is None or stem.dim() != 4:
-        return "no Once-for-All network hwnas knows"
-    for w in WIDTHS:
-        layout = ofa_mbv3_layout(w)
-        if stem.shape[0] == layout["first_conv.conv.weight"][0]:
-            classes = state.get("classifier.linear.weight")
-            extra = (f", {classes.shape[0]} classes" if classes is not None and classes.dim() == 2
-                     and classes.shape[0] != N_CLASSES else "")
-            return f"OFA-MobileNetV3 W={w} (--family ofa-mbv3 --width-mult {w}{extra})"
-    return (f"an OFA-MobileNetV3 of another width (stem of {stem.shape[0]} channels; W=1.0 has "
-            f"{mbv3_plan(1.0).stem}, W=1.2 has {mbv3_plan(1.2).stem})")
+    from hwnas.families import family_names, get_family
+
+    classifier = next((t for k, t in state.items() if k.endswith("classifier.linear.weight")), None)
+    classes = int(classifier.shape[0]) if classifier is not None and classifier.dim() == 2 else N_CLASSES
+    same_keys = []
+    for name in family_names():
+        family = get_family(name)
+        for w in family.widths:
+            layout = family.ofa_layout(w, classes)
+            if _fits(state, layout):
+                extra = f", {classes} classes" if classes != N_CLASSES else ""
+                return f"{family.title} W={w} (--family {name} --width-mult {w}{extra})"
+            if {k for k in layout if not k.endswith(".num_batches_tracked")} <= set(state) <= set(layout):
+                same_keys.append(family)
+    if same_keys:
+        family = same_keys[0]
+        return (f"an {family.title} of another width than hwnas imports (--family {family.name} "
+                f"takes --width-mult {', '.join(str(w) for w in family.widths)})")
+    return "no Once-for-All network hwnas knows"
 
 
 def check_ofa_state_dict(state: Mapping[str, torch.Tensor], width_mult: float,
-                         where: str | os.PathLike[str] = "the checkpoint") -> dict[str, torch.Tensor]:
-    """Check `state` against OFA-MobileNetV3 at `width_mult`; return it under hwnas's keys
-    (``num_batches_tracked`` filled with 0 where the file has none)."""
-    layout = ofa_mbv3_layout(width_mult)
+                         where: str | os.PathLike[str] = "the checkpoint",
+                         family: str = "ofa-mbv3") -> dict[str, torch.Tensor]:
+    """Check `state` against Once-for-All's `family` network at `width_mult`; return it under
+    hwnas's keys (``num_batches_tracked`` filled with 0 where the file has none)."""
+    from hwnas.families import get_family
+
+    fam = get_family(family)
+    layout = fam.ofa_layout(width_mult)
+    net = f"{fam.title} W={width_mult}"
     looks = f"the file looks like {describe_ofa_file(state)}"
     missing = [k for k in layout if k not in state and not k.endswith(".num_batches_tracked")]
     extra = [k for k in state if k not in layout]
     if missing:
-        raise CheckpointError(f"{where} lacks {len(missing)} tensor(s) of OFA-MobileNetV3 "
-                              f"W={width_mult}, first {missing[0]}; {looks}")
+        raise CheckpointError(f"{where} lacks {len(missing)} tensor(s) of {net}, first {missing[0]}; {looks}")
     if extra:
-        raise CheckpointError(f"{where} has {len(extra)} tensor(s) that OFA-MobileNetV3 "
-                              f"W={width_mult} does not, first {extra[0]}; {looks}")
+        raise CheckpointError(f"{where} has {len(extra)} tensor(s) that {net} does not, first "
+                              f"{extra[0]}; {looks}")
     for key, shape in layout.items():
         if key in state and tuple(state[key].shape) != shape:
-            raise CheckpointError(f"{where}: {key} is {list(state[key].shape)} but OFA-MobileNetV3 "
-                                  f"W={width_mult} needs {list(shape)}; {looks}")
+            raise CheckpointError(f"{where}: {key} is {list(state[key].shape)} but {net} needs "
+                                  f"{list(shape)}; {looks}")
     out: dict[str, torch.Tensor] = {}
     for key in layout:
         t = state.get(key)
@@ -234,48 +241,51 @@ def check_ofa_state_dict(state: Mapping[str, torch.Tensor], width_mult: float,
                                   "damaged, download it again")
         elif not t.is_floating_point() and not key.endswith(".num_batches_tracked"):
             raise CheckpointError(f"{where}: {key} is {t.dtype}, not a floating-point tensor")
-        out[hwnas_key(key)] = t
+        out[fam.hwnas_key(key)] = t
     return out
 
 
 # -- importing --------------------------------------------------------------------------------
 def import_ofa_checkpoint(src: str | os.PathLike[str], out_stem: str | os.PathLike[str],
-                          width_mult: float = 1.0, family: str = "ofa-mbv3",
+                          width_mult: float | None = None, family: str = "ofa-mbv3",
                           overwrite: bool = False) -> Path:
-    """Read Once-for-All's checkpoint `src`, check every tensor, and write the hwnas checkpoint
-    `out_stem` (safetensors + JSON, ImageNet's 1000 classes and normalisation, OFA's space
-    r 128..224 step 4). Nothing is written unless everything fits. Returns the JSON path."""
-    if family not in FAMILIES:
-        raise InputError(f"--family {family!r} is not importable; hwnas imports {', '.join(FAMILIES)}")
+    """Read Once-for-All's checkpoint `src` of `family`, check every tensor, and write the hwnas
+    checkpoint `out_stem` (safetensors + JSON, ImageNet's 1000 classes and normalisation, OFA's
+    space at r 128..224 step 4). Nothing is written unless everything fits. Returns the JSON path."""
+    from hwnas.families import get_family
+    from hwnas.families.space import FamilySpace
+
+    fam = get_family(family)
+    if width_mult is None:
+        width_mult = fam.default_width
     if isinstance(width_mult, bool) or not isinstance(width_mult, (int, float)) \
-            or float(width_mult) not in WIDTHS:
-        raise InputError(f"--width-mult {width_mult!r} is not a published OFA-MobileNetV3 width; "
-                         f"use one of {', '.join(str(w) for w in WIDTHS)}")
+            or float(width_mult) not in fam.published:
+        raise InputError(f"--width-mult {width_mult!r} is not a published {fam.title} width; "
+                         f"use {' or '.join(str(w) for w in fam.published)}")
     width_mult = float(width_mult)
     paths = checkpoint_paths(out_stem)
     if checkpoint_exists(out_stem) and not overwrite:
         raise InputError(f"checkpoint {paths.meta} already exists; pick another --out or pass "
                          "--overwrite")
     src = Path(src)
-    state = check_ofa_state_dict(read_ofa_state_dict(src), width_mult, src)
-    space = SearchSpace(_KS, _E, _D, tuple(range(128, 225, 4)), width_mult)
-    model = OFAMobileNetV3(space, n_classes=N_CLASSES)
+    state = check_ofa_state_dict(read_ofa_state_dict(src), width_mult, src, family)
+    model = fam.build_supernet(N_CLASSES, width_mult)
     expected = model.state_dict()
-    if set(expected) != set(state):  # the layout above and the hwnas network disagree: a bug
+    if set(expected) != set(state):  # the family's layout and its network disagree: a bug
         raise RuntimeError(f"OFA layout and hwnas supernet differ: "
                            f"{sorted(set(expected) ^ set(state))[:3]}")
     with torch.no_grad():
         model.load_state_dict(state, strict=True)
     meta = {
-        "space": space.to_dict(),
+        "family": family,
+        "space": FamilySpace.published(fam, width_mult).to_dict(),
         "n_classes": N_CLASSES,
         "dataset": "imagenet",
         "class_names": [str(i) for i in range(N_CLASSES)],
         "mean": list(IMAGENET_MEAN),
         "std": list(IMAGENET_STD),
         "extra": {"family": family, "width_mult": width_mult,
-                  "imported_from": {"format": "once-for-all", "name": _PUBLISHED[width_mult],
+                  "imported_from": {"format": "once-for-all", "name": fam.published[width_mult],
                                     "file": src.name, "sha256": sha256_file(src)}},
     }
     return save_checkpoint(paths.meta, model, meta, rng=False)
-

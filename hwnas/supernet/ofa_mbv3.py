@@ -10,12 +10,13 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 import torch.nn as nn
 
 from hwnas.errors import InputError
+from hwnas.families.base import check_head_args
 from hwnas.space import MAX_DEPTH, N_STAGES, PAD_E, PAD_KS, Arch, SearchSpace
 from hwnas.supernet.layers import (
     DynamicMBConv,
@@ -89,19 +90,12 @@ def iter_blocks(plan: MBV3Plan, depths: Sequence[int]) -> Iterator[BlockSpec]:
             in_channels = stage.width
 
 
-def _check_head_args(n_classes: int, dropout: float) -> None:
-    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 1:
-        raise InputError(f"n_classes must be a positive integer, got {n_classes!r}")
-    if not 0.0 <= dropout < 1.0:
-        raise InputError(f"dropout must be in [0, 1), got {dropout!r}")
-
-
 class _MBV3Network(nn.Module):
     """Layers and forward shared by the supernet and the static subnet (OFA's module names)."""
 
     def _build_fixed(self, plan: MBV3Plan, n_classes: int, dropout: float) -> ResidualBlock:
         """Create stem, head and classifier; return the fixed first block (no expand, no SE)."""
-        _check_head_args(n_classes, dropout)
+        check_head_args(n_classes, dropout)
         self.plan, self.n_classes, self.dropout = plan, n_classes, dropout
         self.first_conv = conv_bn_act(3, plan.stem, 3, stride=2, act="h_swish")
         self.final_expand_layer = conv_bn_act(plan.stages[-1].width, plan.final_expand, 1, act="h_swish")
@@ -186,7 +180,9 @@ class OFAMobileNetV3(_MBV3Network):
     def _elastic(self, stage: int, index: int) -> DynamicMBConv:
         return self.blocks[self.block_group_info[stage][index]].conv
 
-    def _check_arch(self, arch: Arch) -> Arch:
+    def _check_arch(self, arch: Arch | Mapping[str, Any]) -> Arch:
+        if isinstance(arch, Mapping):  # Once-for-All's arch dict plus "r"
+            arch = Arch.from_ofa_dict(arch, w=self.space.width_mult)
         if not isinstance(arch, Arch):
             raise InputError(f"expected an Arch, got {type(arch).__name__}; build one with "
                              "Arch.from_ofa_dict(...) or supernet.space.sample()")

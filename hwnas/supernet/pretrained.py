@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any, get_args
 
 from hwnas.errors import CheckpointError
-from hwnas.space import SearchSpace
 from hwnas.supernet.checkpoint import checkpoint_exists, load_checkpoint, load_checkpoint_meta, save_checkpoint
 from hwnas.supernet.data import DataConfig, DatasetName
-from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
 
 __all__ = ["SHIPPED_NAME", "shipped_checkpoint", "load_supernet", "data_config_of", "ship_checkpoint"]
 
@@ -27,30 +25,38 @@ def shipped_checkpoint() -> Path:
     return Path(str(resources.files("hwnas") / "assets" / SHIPPED_NAME))
 
 
-def load_supernet(stem: str | Path | None = None) -> tuple[OFAMobileNetV3, dict[str, Any]]:
-    """Build the network a checkpoint describes and load its weights; returns (model, meta).
+def load_supernet(stem: str | Path | None = None) -> tuple[Any, dict[str, Any]]:
+    """Build the network a checkpoint describes (its family's supernet) and load its weights;
+    returns (model, meta). Raises CheckpointError (one line) for a missing, corrupt or foreign
+    checkpoint."""
+    from hwnas.families import DEFAULT_FAMILY, get_family
 
-    Raises CheckpointError (one line) for a missing, corrupt or foreign checkpoint.
-    """
     stem = shipped_checkpoint() if stem is None else Path(stem)
     meta = load_checkpoint_meta(stem)
-    space = SearchSpace.from_dict(meta["space"])
-    model = OFAMobileNetV3(space, n_classes=meta["n_classes"],
-                           dropout=meta.get("extra", {}).get("config", {}).get("dropout", 0.1))
+    family = get_family(meta.get("family", DEFAULT_FAMILY))
+    space = family.space_from_dict(meta["space"])
+    dropout = meta.get("extra", {}).get("config", {}).get("dropout", 0.1)
+    model = family.supernet_for(space, meta["n_classes"], dropout)
     load_checkpoint(stem, model)
     return model.eval(), meta
 
 
-def data_config_of(meta: dict[str, Any]) -> DataConfig:
-    """The dataset a checkpoint was trained on (same split seed, so val/test stay held out)."""
+def data_config_of(meta: dict[str, Any], data: DataConfig | dict[str, Any] | None = None) -> DataConfig:
+    """The dataset a checkpoint's subnets are evaluated on: `data` (a run's ``--data``) when given,
+    else the one it was trained on (same split seed, so val/test stay held out)."""
+    if data is not None:
+        cfg = DataConfig.model_validate(data)
+        if cfg.name == "imagefolder" and cfg.classes is None and meta.get("class_names"):
+            cfg = cfg.model_copy(update={"classes": list(meta["class_names"])})
+        return cfg
     cfg = meta.get("extra", {}).get("config", {}).get("data")
     if cfg:
         return DataConfig.model_validate(cfg)
     name = meta.get("dataset", "mnist-embedded")
     if name not in get_args(DatasetName):  # e.g. "imagenet" (an imported Once-for-All supernet)
-        raise CheckpointError(f"this supernet was trained on {name!r}, which hwnas has no loader for "
-                              f"(it loads {', '.join(get_args(DatasetName))}); its subnets can be "
-                              "profiled and timed, not evaluated for accuracy here")
+        raise CheckpointError(f"this supernet was trained on {name!r} and the run names no dataset to "
+                              "evaluate it on; give one with --data imagefolder:PATH (train/ and val/ "
+                              "class folders), e.g. `hwnas profile --run R --data imagefolder:PATH`")
     return DataConfig(name=name)
 
 
@@ -58,7 +64,7 @@ def ship_checkpoint(run_stem: str | Path, dest_stem: str | Path | None = None) -
     """Copy a finished run's weights as fp16 (no optimizer state) to `dest_stem` (default: assets)."""
     model, meta = load_supernet(run_stem)
     dest = shipped_checkpoint() if dest_stem is None else Path(dest_stem)
-    keep = {k: meta[k] for k in ("space", "n_classes", "dataset", "class_names", "mean", "std", "phase",
+    keep = {k: meta[k] for k in ("family", "space", "n_classes", "dataset", "class_names", "mean", "std", "phase",
                                  "step", "epoch", "extra") if k in meta}
     return save_checkpoint(dest, model, keep, rng=False, dtype="float16")
 

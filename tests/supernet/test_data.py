@@ -161,3 +161,41 @@ def test_image_folder_errors_are_one_line_input_errors(tmp_path):
     with pytest.raises(InputError, match="same class subfolders") as err:
         build_loaders(DataConfig(name="imagefolder", root=tmp_path / "bad"))
     assert "\n" not in str(err.value)
+
+
+def test_image_folder_holds_out_at_most_val_images_for_validation(tmp_path):
+    """ImageNet's 10% would be 128,000 images per evaluated subnet: `val_images` caps the split."""
+    _write_images(tmp_path / "train", n=20)
+    _write_images(tmp_path / "val", n=2)
+    loaders = build_loaders(DataConfig(name="imagefolder", root=tmp_path, image_size=16, val_images=3,
+                                       val_fraction=0.5))
+    assert (len(loaders.train.dataset), len(loaders.val.dataset)) == (57, 3)
+
+
+def test_image_folder_labels_follow_the_classifier(tmp_path):
+    """Folders named as (some of) the supernet's classes map by name; as many folders as classes
+    map in sorted order (ImageNet's wnids onto a 1000-way classifier); anything else is refused."""
+    _write_images(tmp_path / "named", classes=("7", "2"), n=2)
+    named = build_loaders(DataConfig(name="imagefolder", root=tmp_path / "named", image_size=16,
+                                     classes=[str(i) for i in range(10)], val_fraction=0.5,
+                                     test_fraction=0.0, augment=False))
+    assert named.n_classes == 10 and named.class_names[2] == "2"
+    folder_to_model = {"2": 2, "7": 7}
+    labels = sorted(int(y) for _, y in named.train.dataset)
+    assert labels == sorted(folder_to_model.values())
+    _write_images(tmp_path / "wnids", classes=("n01", "n02", "n03"), n=2)
+    ordered = build_loaders(DataConfig(name="imagefolder", root=tmp_path / "wnids", image_size=16,
+                                       classes=["a", "b", "c"]))
+    assert ordered.class_names == ["a", "b", "c"]
+    with pytest.raises(InputError, match="has 3 classes .* classifies 2"):
+        build_loaders(DataConfig(name="imagefolder", root=tmp_path / "wnids", classes=["a", "b"]))
+
+
+def test_data_spec_parses_what_the_cli_takes(tmp_path):
+    cfg = DataConfig.from_spec(f"imagefolder:{tmp_path}")
+    assert cfg.name == "imagefolder" and cfg.root == tmp_path.resolve() and cfg.val_images == 10_000
+    assert DataConfig.from_spec("mnist-embedded") == DataConfig()
+    for spec, message in (("imagenet:/x", "unknown dataset"), ("cifar10", "needs a folder"),
+                          ("mnist-embedded:/x", "takes no path")):
+        with pytest.raises(InputError, match=message):
+            DataConfig.from_spec(spec)

@@ -317,7 +317,8 @@ def test_broken_files_are_one_line_and_write_nothing(official, tmp_path, capsys,
 
 @pytest.mark.parametrize("args, expected", [
     (["--width-mult", "1.3"], r"--width-mult 1\.3 is not a published OFA-MobileNetV3 width"),
-    (["--family", "ofa-resnet50"], r"--family 'ofa-resnet50' is not importable"),
+    (["--family", "ofa-resnet50"], r"OFA-ResNet50 W=1\.0.*looks like OFA-MobileNetV3 W=1\.0 \(--family ofa-mbv3"),
+    (["--family", "ofa-vit"], r"unknown family 'ofa-vit'"),
 ])
 def test_bad_options_are_one_line(official, tmp_path, capsys, args, expected):
     code, lines = cli(capsys, "supernet", "import", "--from-ofa", str(official[1.0][1]),

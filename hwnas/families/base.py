@@ -1,0 +1,358 @@
+"""What a search-space family is: its genes, its networks, its costs and its Once-for-All layout.
+
+A family (OFA-MobileNetV3, OFA-ProxylessNAS, OFA-ResNet50, ...) is one subclass of `Family` in its
+own folder under ``hwnas/families/`` plus one line in the registry (``hwnas/families/__init__.py``).
+
+Genes. A subnet is an input resolution ``r`` plus named groups of categorical genes, in the key
+order of Once-for-All's arch dict (``ks, e, d`` for the MobileNets, ``d, e, w`` for ResNet). Its flat
+row -- the CSV layout, and the int matrix every vectorised stage works on -- is ``r`` followed by the
+groups flattened (``ks_0..ks_20, e_0..e_20, d_0..d_5``). In the int matrix a gene holds its value
+when the group's choices are integers and its index in the choices otherwise (ResNet's expand
+ratios 0.2/0.25/0.35); CSV files and arch dicts always hold values.
+
+Some genes do not change the network for a given depth (the slots past a stage's depth). The family
+says which (`active_mask`) and `canonical` sets them to a fixed filler, so two configs that build the
+same network share one row and one id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from hwnas.errors import InputError
+
+if TYPE_CHECKING:  # torch stays a lazy import: space tools and the CLI's startup do not need it
+    import torch.nn as nn
+
+__all__ = ["GeneGroup", "Family", "GeneArch", "check_n_classes", "check_head_args", "IMAGENET_MEAN", "IMAGENET_STD",
+           "OFA_RESOLUTIONS"]
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+OFA_RESOLUTIONS = tuple(range(128, 225, 4))
+
+
+@dataclass(frozen=True)
+class GeneGroup:
+    """`count` genes named ``{name}_0..{name}_{count-1}``, each one of `choices`."""
+
+    name: str
+    count: int
+    choices: tuple[Any, ...]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(f"{self.name}_{i}" for i in range(self.count))
+
+    @property
+    def by_index(self) -> bool:
+        """True when the int matrix holds choice indices (non-integer choices) instead of values."""
+        return not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) for c in self.choices)
+
+    @property
+    def filler(self) -> Any:
+        """The value inactive genes are normalised to (any value builds the same network)."""
+        return self.choices[0]
+
+    def to_codes(self, values: Sequence[Any], what: str = "") -> list[int]:
+        """Values -> int-matrix codes, checking each is one of the choices."""
+        codes = []
+        for i, v in enumerate(values):
+            code = _code_of(self, v)
+            if code is None:
+                raise InputError(f"{what or self.name}[{i}]={v!r} is not one of {list(self.choices)}")
+            codes.append(code)
+        return codes
+
+    def to_values(self, codes: Sequence[int]) -> list[Any]:
+        if self.by_index:
+            return [self.choices[int(c)] for c in codes]
+        return [int(c) for c in codes]
+
+
+def _code_of(group: GeneGroup, value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if group.by_index:
+        for i, c in enumerate(group.choices):
+            if isinstance(value, (int, float, np.integer, np.floating)) and abs(float(value) - c) < 1e-9:
+                return i
+        return None
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        value = int(value)
+    if isinstance(value, (int, np.integer)) and int(value) in group.choices:
+        return int(value)
+    return None
+
+
+def check_n_classes(n_classes: Any) -> int:
+    if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
+        raise InputError(f"n_classes must be a positive integer, got {n_classes!r}")
+    return int(n_classes)
+
+
+def check_head_args(n_classes: Any, dropout: Any) -> None:
+    """The classifier arguments every family's networks take."""
+    check_n_classes(n_classes)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+        raise InputError(f"dropout must be in [0, 1), got {dropout!r}")
+
+
+def _resolution(r: Any) -> int:
+    if isinstance(r, (list, tuple)):
+        if len(r) != 1:
+            raise InputError(f"arch 'r' must hold one resolution, got {r!r}")
+        r = r[0]
+    if isinstance(r, (float, np.floating)) and float(r).is_integer():
+        r = int(r)
+    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r <= 0:
+        raise InputError(f"arch 'r' must be a positive integer resolution, got {r!r}")
+    return int(r)
+
+
+class Family(ABC):
+    """One search-space family. Subclasses are stateless singletons (see the registry)."""
+
+    #: registry name, e.g. "ofa-resnet50"
+    name: ClassVar[str]
+    #: Once-for-All's class of the supernet ("OFAResNets")
+    ofa_class: ClassVar[str]
+    #: the name users know it by, for messages ("OFA-ResNet50")
+    title: ClassVar[str]
+    #: the width multipliers a whole supernet can be built at (published ones first)
+    widths: ClassVar[tuple[float, ...]]
+    #: Once-for-All's published checkpoint name per width, for messages
+    published: ClassVar[Mapping[float, str]] = {}
+    #: True when any positive width multiplier builds a network (not only `widths`)
+    any_width: ClassVar[bool] = False
+
+    # -- genes ----------------------------------------------------------------------------
+    @abstractmethod
+    def gene_groups(self) -> tuple[GeneGroup, ...]:
+        """The groups in Once-for-All's arch-dict key order, with Once-for-All's default choices."""
+
+    @abstractmethod
+    def active_mask(self, m: np.ndarray) -> np.ndarray:
+        """bool [n, genes] (columns as `gene_columns`): True where the gene changes the network."""
+
+    def gene_columns(self) -> tuple[str, ...]:
+        return tuple(c for g in self.gene_groups() for c in g.columns)
+
+    def flat_columns(self) -> tuple[str, ...]:
+        return ("r",) + self.gene_columns()
+
+    def group_slices(self) -> dict[str, slice]:
+        """Column range of each group in the flat row (r is column 0)."""
+        out, start = {}, 1
+        for g in self.gene_groups():
+            out[g.name] = slice(start, start + g.count)
+            start += g.count
+        return out
+
+    def fillers(self) -> np.ndarray:
+        """int [genes]: the code each gene is normalised to when inactive."""
+        return np.concatenate([np.full(g.count, g.to_codes([g.filler])[0]) for g in self.gene_groups()])
+
+    def canonical(self, m: np.ndarray) -> np.ndarray:
+        """Flat rows (int [n, 1 + genes]) with inactive genes set to the filler."""
+        m = np.array(m, dtype=np.int64, copy=True)
+        genes = m[:, 1:]
+        active = self.active_mask(m)
+        m[:, 1:] = np.where(active, genes, self.fillers()[None, :])
+        return m
+
+    def sample_matrix(self, n: int, rng: np.random.Generator, resolutions: Sequence[int]) -> np.ndarray:
+        """`n` canonical rows, every gene uniform over its choices (families override this to be
+        uniform over distinct networks)."""
+        cols = [rng.choice(np.asarray(resolutions), size=(n, 1))]
+        for g in self.gene_groups():
+            codes = np.asarray(g.to_codes(g.choices))
+            cols.append(rng.choice(codes, size=(n, g.count)))
+        return self.canonical(np.concatenate(cols, axis=1))
+
+    def networks_per_resolution(self) -> int | None:
+        """How many distinct networks the family's genes build at one resolution (None: unknown)."""
+        return None
+
+    def info(self) -> dict[str, Any]:
+        """What `hwnas space info --family F` prints: genes, columns, widths, resolutions, size."""
+        return {"family": self.name, "title": self.title, "once_for_all_class": self.ofa_class,
+                "published": {str(w): n for w, n in self.published.items()},
+                "widths": list(self.widths),
+                "genes": {g.name: {"count": g.count, "choices": list(g.choices)} for g in self.gene_groups()},
+                "resolutions": list(OFA_RESOLUTIONS), "columns": list(self.flat_columns()),
+                "networks_per_resolution": self.networks_per_resolution()}
+
+    # -- archs ----------------------------------------------------------------------------
+    def arch_from_dict(self, obj: Mapping[str, Any], w: float | None = None) -> "GeneArch":
+        """An arch from Once-for-All's arch dict (``{"d": [...], "e": [...], "w": [...]}``) plus
+        ``"r": [r]`` (or an int)."""
+        if not isinstance(obj, Mapping):
+            raise InputError(f"a {self.name} arch must be a dict with keys "
+                             f"{', '.join(g.name for g in self.gene_groups())}, r")
+        missing = [g.name for g in self.gene_groups() if g.name not in obj] + \
+            (["r"] if "r" not in obj else [])
+        if missing:
+            raise InputError(f"{self.name} arch dict is missing {', '.join(missing)}")
+        row: list[Any] = [_resolution(obj["r"])]
+        for g in self.gene_groups():
+            values = obj[g.name]
+            if not isinstance(values, (list, tuple)) or len(values) != g.count:
+                raise InputError(f"{self.name} arch '{g.name}' must be a list of {g.count} values, "
+                                 f"got {values!r}")
+            row += g.to_codes(values, g.name)
+        return GeneArch.from_codes(self, row, self.default_width if w is None else w)
+
+    @property
+    def default_width(self) -> float:
+        return self.widths[0]
+
+    def check_width(self, width_mult: float | None) -> float:
+        """`width_mult` (None = the default) if this family builds it, else one clear InputError."""
+        if width_mult is None:
+            return self.default_width
+        if not isinstance(width_mult, bool) and isinstance(width_mult, (int, float, np.integer, np.floating)):
+            w = float(width_mult)
+            if self.any_width and 0 < w < 16:
+                return w
+            for known in self.widths:
+                if abs(w - known) < 1e-9:
+                    return known
+        raise InputError(f"width multiplier {width_mult!r} is not a width of {self.name}; use "
+                         + ("a positive number, e.g. " if self.any_width else "")
+                         + " or ".join(str(x) for x in self.widths))
+
+    def check_rows(self, m: np.ndarray) -> np.ndarray:
+        """`m` as int64 flat rows [n, 1 + genes] whose every gene is one of its choices and whose
+        r is positive; one InputError naming the first bad row and column otherwise."""
+        m = np.asarray(m)
+        cols = self.flat_columns()
+        if m.ndim != 2 or m.shape[1] != len(cols) or m.dtype.kind not in "iu":
+            raise InputError(f"{self.name} arch rows must be integers [n, {len(cols)}] (r, "
+                             f"{', '.join(g.name + '_*' for g in self.gene_groups())}), got "
+                             f"{m.dtype} {list(m.shape)}")
+        m = m.astype(np.int64, copy=False)
+        groups = self.gene_groups()
+        ok = [m[:, :1] > 0] + [np.isin(m[:, sl], g.to_codes(g.choices))
+                               for g, sl in zip(groups, self.group_slices().values())]
+        bad = ~np.concatenate(ok, axis=1)
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            if j == 0:
+                raise InputError(f"{self.name} arch row {i}: r={m[i, 0]} must be positive")
+            g = next(g for g in groups if cols[j] in g.columns)
+            value = int(m[i, j])
+            shown = g.choices[value] if g.by_index and 0 <= value < len(g.choices) else value
+            raise InputError(f"{self.name} arch row {i}: {cols[j]}={shown!r} is not one of "
+                             f"{list(g.choices)}" + (" (as an index)" if g.by_index else ""))
+        return m
+
+    def resolve_arch(self, arch: Any, width_mult: float | None = None) -> "GeneArch":
+        """A checked arch of this family from a `GeneArch` or Once-for-All's arch dict plus "r"
+        (what every supernet's ``set_active_subnet``/``get_subnet`` accept)."""
+        w = self.check_width(width_mult)
+        if isinstance(arch, Mapping):
+            arch = self.arch_from_dict(arch, w)
+        elif not isinstance(arch, GeneArch) or arch.family_name != self.name:
+            what = arch.family_name if isinstance(arch, GeneArch) else type(arch).__name__
+            raise InputError(f"expected an {self.name} arch (a GeneArch, or Once-for-All's arch dict "
+                             f"with {', '.join(g.name for g in self.gene_groups())} and r), got {what}")
+        if abs(arch.w - w) > 1e-9:
+            raise InputError(f"the arch is at width {arch.w}, the {self.name} supernet at {w}")
+        return arch
+
+    def space_from_dict(self, obj: Mapping[str, Any]):
+        """A space of this family from its dict form (what checkpoints and runs store)."""
+        from hwnas.families.space import FamilySpace
+
+        return FamilySpace.from_dict(self, obj)
+
+    def table_codes(self, df, source: str = "table") -> np.ndarray:
+        """The canonical int matrix of a DataFrame of flat rows (errors name row and column)."""
+        from hwnas.families.tables import table_codes
+
+        return table_codes(self, df, source)
+
+    # -- networks -------------------------------------------------------------------------
+    @abstractmethod
+    def build_supernet(self, n_classes: int = 1000, width_mult: float | None = None,
+                       dropout: float = 0.0) -> "nn.Module":
+        """The elastic supernet with Once-for-All's module tree and default choices; it has
+        ``set_active_subnet(arch)`` and ``get_subnet(arch) -> static nn.Module``."""
+
+    def supernet_for(self, space, n_classes: int, dropout: float = 0.0) -> "nn.Module":
+        """The supernet of a stored space (`space_from_dict`): by default the whole family's at
+        the space's width (a narrower space restricts sampling, not the network)."""
+        return self.build_supernet(n_classes, space.width_mult, dropout)
+
+    @abstractmethod
+    def count_params_macs(self, m: np.ndarray, width_mult: float, n_classes: int
+                          ) -> tuple[np.ndarray, np.ndarray]:
+        """Exact params and MACs (Once-for-All's convention: every parameter of the static subnet;
+        MACs of convolutions and linear layers) of canonical flat rows, int64 [n] each."""
+
+    # -- Once-for-All checkpoints ---------------------------------------------------------
+    @abstractmethod
+    def ofa_layout(self, width_mult: float, n_classes: int = 1000) -> dict[str, tuple[int, ...]]:
+        """Every key of Once-for-All's supernet state dict and its shape."""
+
+    def hwnas_key(self, ofa_key: str) -> str:
+        """The hwnas supernet's key for a key of Once-for-All's state dict (same by default)."""
+        return ofa_key
+
+
+@dataclass(frozen=True)
+class GeneArch:
+    """One subnet of a `Family`: resolution `r`, canonical gene codes, width multiplier `w`.
+
+    Construct with `Family.arch_from_dict` or `GeneArch.from_codes`."""
+
+    family: Family = field(compare=False, repr=False)
+    codes: tuple[int, ...]
+    r: int
+    w: float
+    family_name: str = ""
+
+    @classmethod
+    def from_codes(cls, family: Family, row: Sequence[Any], w: float) -> "GeneArch":
+        row = [int(v) for v in row]
+        if len(row) != 1 + len(family.gene_columns()):
+            raise InputError(f"a {family.name} row has {1 + len(family.gene_columns())} values "
+                             f"(r, {', '.join(g.name + '_*' for g in family.gene_groups())}), got {len(row)}")
+        if row[0] <= 0:
+            raise InputError(f"resolution r={row[0]} must be positive")
+        canon = family.check_rows(family.canonical(np.asarray([row])))[0]
+        return cls(family, tuple(int(v) for v in canon[1:]), int(canon[0]), float(w), family.name)
+
+    def __hash__(self) -> int:
+        return hash((self.family_name, self.codes, self.r, self.w))
+
+    def group(self, name: str) -> list[Any]:
+        """The values of one gene group (``arch.group("e") -> [0.25, 0.35, ...]``)."""
+        sl = self.family.group_slices()[name]
+        g = next(g for g in self.family.gene_groups() if g.name == name)
+        return g.to_values(self.codes[sl.start - 1: sl.stop - 1])
+
+    def to_row(self) -> tuple[int, ...]:
+        return (self.r, *self.codes)
+
+    def to_ofa_dict(self) -> dict[str, list[Any]]:
+        out = {g.name: self.group(g.name) for g in self.family.gene_groups()}
+        out["r"] = [self.r]
+        return out
+
+    @property
+    def id(self) -> str:
+        text = json.dumps({"family": self.family_name, **self.to_ofa_dict(), "width": self.w},
+                          separators=(",", ":"))
+        return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+    def describe(self) -> str:
+        parts = [f"{g.name}={self.group(g.name)}" for g in self.family.gene_groups()]
+        return f"{self.family_name} r{self.r} | " + " ".join(parts)

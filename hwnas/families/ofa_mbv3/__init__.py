@@ -1,0 +1,88 @@
+"""OFA-MobileNetV3 (Once-for-All's ``OFAMobileNetV3``): the family hwnas started with.
+
+Its arch type is `hwnas.space.Arch` and its network `hwnas.supernet.ofa_mbv3.OFAMobileNetV3`
+(which predate families and keep their names); this class is the `Family` face of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from hwnas.families.base import Family, GeneGroup
+
+__all__ = ["OFAMobileNetV3Family"]
+
+KS, E, D = (3, 5, 7), (3, 4, 6), (2, 3, 4)
+
+
+class OFAMobileNetV3Family(Family):
+    name = "ofa-mbv3"
+    ofa_class = "OFAMobileNetV3"
+    title = "OFA-MobileNetV3"
+    widths = (1.0, 1.2)
+    published = {1.0: "ofa_mbv3_d234_e346_k357_w1.0", 1.2: "ofa_mbv3_d234_e346_k357_w1.2"}
+    any_width = True  # the plan is width-parametric; 1.0 and 1.2 are the published supernets
+
+    def gene_groups(self) -> tuple[GeneGroup, ...]:
+        from hwnas.space import N_SLOTS, N_STAGES
+
+        return (GeneGroup("ks", N_SLOTS, KS), GeneGroup("e", N_SLOTS, E), GeneGroup("d", N_STAGES, D))
+
+    def active_mask(self, m: np.ndarray) -> np.ndarray:
+        from hwnas.space import MAX_DEPTH, N_STAGES
+
+        d = np.asarray(m)[:, -N_STAGES:]
+        slots = np.repeat(d, MAX_DEPTH, axis=1) > np.tile(np.arange(MAX_DEPTH), N_STAGES)
+        return np.concatenate([slots, slots, np.ones_like(d, dtype=bool)], axis=1)
+
+    def networks_per_resolution(self) -> int:
+        from hwnas.space import SearchSpace
+
+        return SearchSpace(KS, E, D).size(per_resolution=True)
+
+    def sample_matrix(self, n: int, rng: np.random.Generator, resolutions) -> np.ndarray:
+        from hwnas.space import SearchSpace
+
+        return SearchSpace(r_choices=tuple(resolutions)).sample_matrix(n, rng).astype(np.int64)
+
+    def arch_from_dict(self, obj: Mapping[str, Any], w: float | None = None):
+        from hwnas.space import Arch
+
+        return Arch.from_ofa_dict(obj, self.default_width if w is None else w)
+
+    def space_from_dict(self, obj: Mapping[str, Any]):
+        from hwnas.space import SearchSpace
+
+        return SearchSpace.from_dict(obj)
+
+    def table_codes(self, df, source: str = "table") -> np.ndarray:
+        """Tables of this family may hold any network's values (odd kernels, expands 1..32,
+        depths 1..4: `SearchSpace.for_tables`), as they always could."""
+        from hwnas.space import SearchSpace, archs_from_frame
+
+        archs = archs_from_frame(df, SearchSpace.for_tables(), source=source)
+        return SearchSpace.to_matrix(archs).astype(np.int64)
+
+    def build_supernet(self, n_classes: int = 1000, width_mult: float | None = None, dropout: float = 0.0):
+        from hwnas.space import SearchSpace
+        from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
+
+        w = self.default_width if width_mult is None else width_mult
+        return OFAMobileNetV3(SearchSpace(KS, E, D, width_mult=w), n_classes=n_classes, dropout=dropout)
+
+    def supernet_for(self, space, n_classes: int, dropout: float = 0.0):
+        from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
+
+        return OFAMobileNetV3(space, n_classes=n_classes, dropout=dropout)  # its space may be narrower
+
+    def count_params_macs(self, m: np.ndarray, width_mult: float, n_classes: int):
+        from hwnas.supernet.stats import _matrix_counts
+
+        return _matrix_counts(np.asarray(m, dtype=np.int64), float(width_mult), n_classes)
+
+    def ofa_layout(self, width_mult: float, n_classes: int = 1000) -> dict[str, tuple[int, ...]]:
+        from hwnas.supernet.ofa_import import ofa_mbv3_layout
+
+        return ofa_mbv3_layout(width_mult, n_classes)

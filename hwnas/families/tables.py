@@ -1,0 +1,80 @@
+"""Flat CSV tables of any family's subnets: ``r`` then the genes in arch-dict order, as values.
+
+`table_codes` turns such a table into the family's canonical int matrix with errors that name the
+row and column; `stats_frame` adds Once-for-All's exact ``params`` and ``macs`` to it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hwnas.errors import InputError, TableError
+from hwnas.families.base import Family
+
+__all__ = ["table_codes", "stats_frame", "MIN_R", "MAX_R"]
+
+MIN_R, MAX_R = 16, 512  # resolutions a table may hold (as `hwnas.space.SearchSpace.for_tables`)
+
+
+def _shown(value) -> str:
+    """A cell as the file wrote it (numpy scalars without their type)."""
+    return repr(value.item() if hasattr(value, "item") else value)
+
+
+def table_codes(family: Family, df, source: str = "table") -> np.ndarray:
+    """The canonical int matrix [n, 1 + genes] of a DataFrame's flat columns (others ignored).
+
+    Every gene that changes the network must be one of its group's choices; genes that do not
+    (slots past a stage's depth) may hold anything numeric and are normalised."""
+    import pandas as pd
+
+    columns = family.flat_columns()
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise TableError(f"{source} lacks the column(s) {shown}; a {family.name} table needs r, "
+                         + ", ".join(f"{g.name}_0..{g.name}_{g.count - 1}" for g in family.gene_groups()))
+    values = df[list(columns)].apply(pd.to_numeric, errors="coerce")
+    nan = values.isna().to_numpy()
+    if nan.any():
+        i, j = np.argwhere(nan)[0]
+        raise TableError(f"{source} row {i + 1}, column {columns[j]}: {_shown(df[columns[j]].iat[i])} is not a number")
+    v = values.to_numpy(dtype=np.float64)
+    r = v[:, 0]
+    bad_r = (r != np.round(r)) | (r < MIN_R) | (r > MAX_R)
+    if bad_r.any():
+        i = int(np.flatnonzero(bad_r)[0])
+        raise TableError(f"{source} row {i + 1}, column r: {_shown(df['r'].iat[i])} is not a resolution in "
+                         f"{MIN_R}..{MAX_R}")
+    codes = np.full(v.shape, -1, dtype=np.int64)
+    codes[:, 0] = r.astype(np.int64)
+    for g, sl in zip(family.gene_groups(), family.group_slices().values()):
+        block = v[:, sl]
+        for code, choice in enumerate(g.choices):
+            hit = np.isclose(block, float(choice), rtol=0.0, atol=1e-9)
+            codes[:, sl][hit] = code if g.by_index else int(choice)  # a view: writes into codes
+    invalid = codes[:, 1:] < 0
+    filled = codes.copy()
+    filled[:, 1:] = np.where(invalid, family.fillers()[None, :], codes[:, 1:])
+    bad = invalid & family.active_mask(filled)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        col = columns[j + 1]
+        group = next(g for g in family.gene_groups() if col in g.columns)
+        raise TableError(f"{source} row {i + 1}, column {col}: {_shown(df[col].iat[i])} is not one of "
+                         f"{list(group.choices)}")
+    return family.canonical(filled)
+
+
+def stats_frame(family: Family, df, width_mult: float | None = None, n_classes: int = 1000,
+                source: str = "table"):
+    """A copy of `df` with exact ``params`` and ``macs`` columns (Once-for-All's convention)."""
+    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 1:
+        raise InputError(f"--classes must be a positive integer, got {n_classes!r}")
+    width = family.check_width(width_mult)
+    m = family.table_codes(df, source)
+    params, macs = family.count_params_macs(m, width, n_classes) if len(m) else (np.zeros(0, np.int64),) * 2
+    out = df.copy()
+    out["params"] = np.asarray(params, dtype=np.int64)
+    out["macs"] = np.asarray(macs, dtype=np.int64)
+    return out

@@ -1,0 +1,56 @@
+"""Once-for-All's own supernets with every tensor random: the reference the family tests (and the
+import tests) compare hwnas against. Needs PyPI `ofa` (the dev extra); tests importorskip it first."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+PROXYLESS = dict(ks_list=[3, 5, 7], expand_ratio_list=[3, 4, 6], depth_list=[2, 3, 4])
+RESNET50 = dict(depth_list=[0, 1, 2], expand_ratio_list=[0.2, 0.25, 0.35], width_mult_list=[0.65, 0.8, 1.0])
+# the last convolution of a block (and shortcuts) feeds no activation: fan-in gain 1, else 2
+_LINEAR_OUT = ("point_linear", "conv3", "downsample")
+
+
+@torch.no_grad()
+def randomise_(net: torch.nn.Module) -> torch.nn.Module:
+    """Every tensor random, activations near 1 in every subnet: convolutions and the classifier
+    fan-in scaled, BN affine and running statistics, biases, and kernel-transformation matrices
+    perturbed from identity (where a dropped or transposed transform would go unseen)."""
+    for name, p in net.named_parameters():
+        if name.endswith("_matrix"):
+            p.add_(0.2 * torch.randn_like(p))
+        elif p.dim() == 4:
+            gain = 1.0 if any(part in name for part in _LINEAR_OUT) else 2.0
+            p.normal_(0.0, math.sqrt(gain / p[0].numel()))
+        elif p.dim() == 2:
+            p.normal_(0.0, math.sqrt(1.0 / p.shape[1]))
+        elif name.endswith("bn.weight"):
+            p.uniform_(0.5, 1.5)
+        else:
+            p.normal_(0.0, 0.1)
+    for m in net.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.normal_(0.0, 0.1)
+            m.running_var.uniform_(0.5, 2.0)
+            m.num_batches_tracked.fill_(int(torch.randint(1, 1000, ())))
+    return net
+
+
+def _networks():
+    return pytest.importorskip("ofa.imagenet_classification.elastic_nn.networks",
+                               reason="Once-for-All's code (pip extra dev: ofa) is not installed")
+
+
+def official_proxyless(width: float = 1.3, n_classes: int = 1000, seed: int = 0, randomise: bool = True):
+    torch.manual_seed(seed)
+    net = _networks().OFAProxylessNASNets(n_classes=n_classes, dropout_rate=0, width_mult=width, **PROXYLESS)
+    return (randomise_(net) if randomise else net).eval()
+
+
+def official_resnet50(n_classes: int = 1000, seed: int = 0, randomise: bool = True):
+    torch.manual_seed(seed)
+    net = _networks().OFAResNets(n_classes=n_classes, dropout_rate=0, **RESNET50)
+    return (randomise_(net) if randomise else net).eval()
