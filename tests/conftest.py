@@ -3,10 +3,14 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 
 import pytest
 import torch
+
+# shared test helpers (e.g. ofa_reference) import by name from any test folder
+sys.path.insert(0, os.path.dirname(__file__))
 
 # Device anchors (hwnas.devices.anchors) live in a per-user state folder: give the tests, and the
 # processes they start, one of their own so they neither read nor change the user's.

@@ -18,6 +18,7 @@ import torch.nn as nn
 from hwnas.errors import InputError
 from hwnas.families.base import check_head_args
 from hwnas.space import MAX_DEPTH, N_STAGES, PAD_E, PAD_KS, Arch, SearchSpace
+from hwnas.supernet.elastic import ElasticMBConvChain
 from hwnas.supernet.layers import (
     DynamicMBConv,
     MBConv,
@@ -146,13 +147,15 @@ class MobileNetV3Subnet(_MBV3Network):
         return self.forward_head(x)
 
 
-class OFAMobileNetV3(_MBV3Network):
+class OFAMobileNetV3(ElasticMBConvChain, _MBV3Network):
     """Once-for-All's elastic MobileNetV3: elastic kernel (7->5->3 via kernel transformation),
     expand ratio, depth and input resolution, at the space's width multiplier.
 
     The module tree and state-dict keys mirror OFA's ``OFAMobileNetV3`` (first_conv, blocks.i.conv,
     final_expand_layer, feature_mix_layer, classifier.linear), `max(space.d_choices)` blocks per stage.
     """
+
+    FIXED_LAYERS = ("first_conv", "final_expand_layer", "feature_mix_layer", "classifier")
 
     def __init__(self, space: SearchSpace | None = None, n_classes: int = 1000, dropout: float = 0.1,
                  bn_momentum: float | None = 0.1, bn_eps: float = 1e-5):
@@ -177,9 +180,6 @@ class OFAMobileNetV3(_MBV3Network):
         set_bn_param(self, bn_momentum, bn_eps)
 
     # -- active subnet ------------------------------------------------------------------------
-    def _elastic(self, stage: int, index: int) -> DynamicMBConv:
-        return self.blocks[self.block_group_info[stage][index]].conv
-
     def _check_arch(self, arch: Arch | Mapping[str, Any]) -> Arch:
         if isinstance(arch, Mapping):  # Once-for-All's arch dict plus "r"
             arch = Arch.from_ofa_dict(arch, w=self.space.width_mult)
@@ -199,7 +199,7 @@ class OFAMobileNetV3(_MBV3Network):
         for s in range(N_STAGES):
             self.runtime_depth[s] = arch.d[s]
             for j in range(arch.d[s]):
-                layer = self._elastic(s, j)
+                layer = self.elastic_block(s, j)
                 layer.active_kernel_size = arch.ks[MAX_DEPTH * s + j]
                 layer.active_expand_ratio = arch.e[MAX_DEPTH * s + j]
         self._active_r = arch.r
@@ -215,51 +215,20 @@ class OFAMobileNetV3(_MBV3Network):
         ks, e = [PAD_KS] * (MAX_DEPTH * N_STAGES), [PAD_E] * (MAX_DEPTH * N_STAGES)
         for s in range(N_STAGES):
             for j in range(self.runtime_depth[s]):
-                layer, slot = self._elastic(s, j), MAX_DEPTH * s + j
+                layer, slot = self.elastic_block(s, j), MAX_DEPTH * s + j
                 ks[slot], e[slot] = layer.active_kernel_size, layer.active_expand_ratio
         return Arch(tuple(ks), tuple(e), tuple(self.runtime_depth), self._active_r if r is None else r,
                     self.space.width_mult)
-
-    def active_blocks(self) -> Iterator[nn.Module]:
-        yield self.blocks[0]
-        for group, depth in zip(self.block_group_info, self.runtime_depth):
-            for idx in group[:depth]:
-                yield self.blocks[idx]
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.first_conv(x)
-        for block in self.active_blocks():
-            x = block(x)
-        return self.forward_head(x)
 
     # -- extraction -----------------------------------------------------------------------------
     def subnet_state_dict(self, arch: Arch) -> dict[str, torch.Tensor]:
         """State dict of `MobileNetV3Subnet(arch)` holding this supernet's weights for `arch`
         (transformed kernels, sliced BN statistics). Detached copies; the active subnet is untouched."""
         arch = self._check_arch(arch)
-        state: dict[str, torch.Tensor] = {}
-        for name in ("first_conv", "final_expand_layer", "feature_mix_layer", "classifier"):
-            for key, t in getattr(self, name).state_dict().items():
-                state[f"{name}.{key}"] = t.detach().clone()
-        for key, t in self.blocks[0].state_dict().items():
-            state[f"blocks.0.{key}"] = t.detach().clone()
-        for i, b in enumerate(iter_blocks(self.plan, arch.d), start=1):
-            layer = self._elastic(b.stage, b.index)
-            for key, t in layer.active_state(b.in_channels, arch.ks[b.slot], arch.e[b.slot]).items():
-                state[f"blocks.{i}.conv.{key}"] = t
-        return state
+        return self._subnet_state(iter_blocks(self.plan, arch.d), arch.ks, arch.e)
 
     def get_subnet(self, arch: Arch) -> MobileNetV3Subnet:
         """A standalone static copy of the subnet `arch`, in this supernet's mode, device and dtype."""
         arch = self._check_arch(arch)
         sub = MobileNetV3Subnet(arch, self.n_classes, self.dropout, self.bn_momentum, self.bn_eps)
-        sub.load_state_dict(self.subnet_state_dict(arch), strict=True)
-        p = next(self.parameters())
-        return sub.to(device=p.device, dtype=p.dtype).train(self.training)
-
-    # -- elastic width ----------------------------------------------------------------------------
-    def sort_channels(self, expand_stage: int = 0) -> None:
-        """Reorder every searchable block's hidden channels by importance (Once-for-All's
-        ``re_organize_middle_weights``); the max network computes the same function afterwards."""
-        for block in self.blocks[1:]:
-            block.conv.sort_channels(expand_stage)
+        return self._filled(sub, self.subnet_state_dict(arch))

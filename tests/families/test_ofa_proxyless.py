@@ -8,7 +8,6 @@ the published config (``ofa_proxyless_d234_e346_k357_w1.3``) and every tensor ra
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from hwnas.errors import InputError
 from hwnas.families import get_family
 from hwnas.families.base import OFA_RESOLUTIONS, GeneArch
 
+from ofa_reference import images, recalibrate_  # noqa: E402
 from ofa_reference import official_proxyless as official_net  # noqa: E402
 
 FAMILY = get_family("ofa-proxyless")
@@ -41,14 +41,6 @@ def official():
     model = FAMILY.build_supernet()
     model.load_state_dict(net.state_dict(), strict=True)
     return net, model.eval()
-
-
-def images(n: int, r: int) -> torch.Tensor:
-    """Smooth random images (coarse noise upsampled, plus fine noise), so pooled features differ
-    from image to image."""
-    coarse = torch.nn.functional.interpolate(torch.randn(n, 3, 8, 8), size=(r, r), mode="bilinear",
-                                             align_corners=False)
-    return 2.0 * coarse + 0.2 * torch.randn(n, 3, r, r)
 
 
 def rel_diff(ours: torch.Tensor, ref: torch.Tensor) -> float:
@@ -216,23 +208,6 @@ def test_many_subnets_compute_what_once_for_all_computes(official):
     assert max(worst.values()) <= TOL
 
 
-def recalibrate(net, arch: dict) -> None:
-    """Once-for-All's evaluation recipe: fresh BN statistics for one subnet (cumulative average over
-    a few batches) in the official supernet; the rest of the supernet keeps its values."""
-    bns = [m for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d)]
-    net.set_active_subnet(ks=arch["ks"], e=arch["e"], d=arch["d"])
-    with torch.no_grad():
-        for m in bns:
-            m.reset_running_stats()
-            m.momentum = None
-        net.train()
-        for _ in range(2):
-            net(images(8, arch["r"][0]))
-    for m in bns:
-        m.momentum = 0.1
-    net.eval()
-
-
 def test_recalibrated_subnets_match_where_outputs_depend_on_the_input():
     """With random BN statistics a deep random subnet's output hardly depends on its input, which
     makes agreement cheap; with BN recalibrated for the subnet (as Once-for-All evaluates subnets)
@@ -244,7 +219,7 @@ def test_recalibrated_subnets_match_where_outputs_depend_on_the_input():
               for row in FAMILY.sample_matrix(1, rng, range(128, 161, 4))]
     worst, spread = 0.0, float("inf")
     for arch in archs:
-        recalibrate(net, arch)
+        recalibrate_(net, arch)
         model = FAMILY.build_supernet()
         model.load_state_dict(net.state_dict(), strict=True)
         x = images(2, arch["r"][0])

@@ -8,7 +8,6 @@ MACs, counted without a network, must equal Once-for-All's counts on its extract
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import subprocess

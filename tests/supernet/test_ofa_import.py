@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import os
 import re
 import subprocess
@@ -24,6 +23,8 @@ import torch
 
 ofa_networks = pytest.importorskip("ofa.imagenet_classification.elastic_nn.networks",
                                    reason="Once-for-All's code (pip extra dev: ofa) is not installed")
+
+from ofa_reference import images, randomise_, recalibrate_  # noqa: E402
 
 from hwnas.space import Arch, SearchSpace  # noqa: E402
 from hwnas.supernet.checkpoint import checkpoint_paths  # noqa: E402
@@ -45,23 +46,7 @@ def official_net(width: float, seed: int = 0):
     torch.manual_seed(seed)
     net = ofa_networks.OFAMobileNetV3(n_classes=1000, dropout_rate=0, width_mult=width,
                                       ks_list=list(KS), expand_ratio_list=list(E), depth_list=list(D))
-    with torch.no_grad():
-        for name, p in net.named_parameters():
-            if name.endswith("_matrix"):
-                p.add_(0.2 * torch.randn_like(p))
-            elif p.dim() == 4:  # convolutions: fan-in init (x2 before an activation)
-                p.normal_(0.0, math.sqrt((1.0 if "point_linear" in name else 2.0) / p[0].numel()))
-            elif p.dim() == 2:  # classifier
-                p.normal_(0.0, math.sqrt(1.0 / p.shape[1]))
-            elif name.endswith("bn.weight"):
-                p.uniform_(0.5, 1.5)
-            else:  # BN, SE and classifier biases
-                p.normal_(0.0, 0.1)
-        for m in net.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.normal_(0.0, 0.1)
-                m.running_var.uniform_(0.5, 2.0)
-                m.num_batches_tracked.fill_(int(torch.randint(1, 1000, ())))
+    randomise_(net)
     return net.eval()
 
 
@@ -92,14 +77,6 @@ def imported(official, tmp_path_factory):
     assert "wrote" in done.stderr
     import_ofa_checkpoint(official[1.2][1], stems[1.2], width_mult=1.2, family="ofa-mbv3")
     return stems
-
-
-def images(n: int, r: int) -> torch.Tensor:
-    """Smooth random images (coarse noise upsampled, plus fine noise): unlike white noise, their
-    pooled features differ from image to image, so outputs depend on the input."""
-    coarse = torch.nn.functional.interpolate(torch.randn(n, 3, 8, 8), size=(r, r), mode="bilinear",
-                                             align_corners=False)
-    return 2.0 * coarse + 0.2 * torch.randn(n, 3, r, r)
 
 
 def rel_diff(ours: torch.Tensor, ref: torch.Tensor) -> float:
@@ -162,23 +139,6 @@ def test_subnets_compute_what_once_for_all_computes(official, imported, width):
     assert max(worst.values()) <= TOL
 
 
-def recalibrate(net, ks: list[int], e: list[int], d: list[int], r: int) -> None:
-    """Once-for-All's evaluation recipe: fresh BN statistics for one subnet (cumulative average
-    over a few batches) in the official supernet; the rest of the supernet keeps its values."""
-    bns = [m for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d)]
-    net.set_active_subnet(ks=ks, e=e, d=d)
-    with torch.no_grad():
-        for m in bns:
-            m.reset_running_stats()
-            m.momentum = None
-        net.train()
-        for _ in range(2):
-            net(images(8, r))
-    for m in bns:
-        m.momentum = 0.1
-    net.eval()
-
-
 @pytest.mark.parametrize("width", WIDTHS)
 def test_recalibrated_subnets_match_where_outputs_depend_on_the_input(official, tmp_path, width):
     """With random BN statistics the output of a small subnet hardly depends on its input (random
@@ -193,7 +153,7 @@ def test_recalibrated_subnets_match_where_outputs_depend_on_the_input(official, 
     worst, spread = 0.0, float("inf")
     for i, (ks, e, d) in enumerate(configs):
         r = int(rng.choice(range(128, 161, 4)))
-        recalibrate(net, ks, e, d, r)
+        recalibrate_(net, {"ks": ks, "e": e, "d": d, "r": [r]})
         torch.save({"state_dict": net.state_dict()}, tmp_path / f"ofa_{i}.pth")
         import_ofa_checkpoint(tmp_path / f"ofa_{i}.pth", tmp_path / f"hwnas_{i}", width_mult=width)
         model, _ = load_supernet(tmp_path / f"hwnas_{i}")

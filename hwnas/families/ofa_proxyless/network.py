@@ -26,6 +26,7 @@ from hwnas.families.ofa_proxyless.plan import (
     proxyless_plan,
     slot,
 )
+from hwnas.supernet.elastic import ElasticMBConvChain
 from hwnas.supernet.layers import (
     DynamicMBConv,
     MBConv,
@@ -99,11 +100,13 @@ class ProxylessNASSubnet(_ProxylessNetwork):
         return self.forward_head(x)
 
 
-class OFAProxylessNASNets(_ProxylessNetwork):
+class OFAProxylessNASNets(ElasticMBConvChain, _ProxylessNetwork):
     """Once-for-All's elastic ProxylessNAS: elastic kernel (7->5->3 by kernel transformation),
     expand ratio and depth of 21 blocks in 6 stages (the last one fixed at one block), any input
     resolution. ``arch`` arguments are `GeneArch` of the ofa-proxyless family or OFA's arch dict
     plus ``"r"`` (``{"ks": [21], "e": [21], "d": [6], "r": [r]}``)."""
+
+    FIXED_LAYERS = ("first_conv", "feature_mix_layer", "classifier")
 
     def __init__(self, n_classes: int = 1000, width_mult: float | None = None, dropout: float = 0.0,
                  bn_momentum: float | None = BN_MOMENTUM, bn_eps: float = BN_EPS):
@@ -161,50 +164,18 @@ class OFAProxylessNASNets(_ProxylessNetwork):
         arch["r"] = [self._active_r if r is None else r]
         return self._arch(arch)
 
-    def active_blocks(self) -> Iterator[nn.Module]:
-        yield self.blocks[0]
-        for group, depth in zip(self.block_group_info, self.runtime_depth):
-            for idx in group[:depth]:
-                yield self.blocks[idx]
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.first_conv(x)
-        for block in self.active_blocks():
-            x = block(x)
-        return self.forward_head(x)
-
     # -- extraction -----------------------------------------------------------------------------
     def subnet_state_dict(self, arch: GeneArch | Mapping[str, Any]) -> dict[str, torch.Tensor]:
         """State dict of `ProxylessNASSubnet(arch)` holding this supernet's weights for `arch`
         (transformed kernels, sliced BN statistics). Detached copies; the active subnet is untouched."""
         arch = self._arch(arch)
-        ks, e = arch.group("ks"), arch.group("e")
-        state: dict[str, torch.Tensor] = {}
-        for name in ("first_conv", "feature_mix_layer", "classifier"):
-            for key, t in getattr(self, name).state_dict().items():
-                state[f"{name}.{key}"] = t.detach().clone()
-        for key, t in self.blocks[0].state_dict().items():
-            state[f"blocks.0.{key}"] = t.detach().clone()
-        for i, b in enumerate(iter_blocks(self.plan, arch.group("d")), start=1):
-            layer = self.blocks[self.block_group_info[b.stage][b.index]].conv
-            for key, t in layer.active_state(b.in_channels, ks[b.slot], e[b.slot]).items():
-                state[f"blocks.{i}.conv.{key}"] = t
-        return state
+        return self._subnet_state(iter_blocks(self.plan, arch.group("d")), arch.group("ks"), arch.group("e"))
 
     def get_subnet(self, arch: GeneArch | Mapping[str, Any]) -> ProxylessNASSubnet:
         """A standalone static copy of the subnet `arch`, in this supernet's mode, device and dtype."""
         arch = self._arch(arch)
         sub = ProxylessNASSubnet(arch, self.n_classes, self.dropout, self.bn_momentum, self.bn_eps)
-        sub.load_state_dict(self.subnet_state_dict(arch), strict=True)
-        p = next(self.parameters())
-        return sub.to(device=p.device, dtype=p.dtype).train(self.training)
-
-    # -- elastic width ----------------------------------------------------------------------------
-    def sort_channels(self, expand_stage: int = 0) -> None:
-        """Reorder every searchable block's hidden channels by importance (Once-for-All's
-        ``re_organize_middle_weights``); the max network computes the same function afterwards."""
-        for block in self.blocks[1:]:
-            block.conv.sort_channels(expand_stage)
+        return self._filled(sub, self.subnet_state_dict(arch))
 
 
 def _as_arch(arch: GeneArch | Mapping[str, Any], width_mult: float | None) -> GeneArch:

@@ -1,5 +1,6 @@
-"""Once-for-All's own supernets with every tensor random: the reference the family tests (and the
-import tests) compare hwnas against. Needs PyPI `ofa` (the dev extra); tests importorskip it first."""
+"""Once-for-All's own supernets with every tensor random, and its BN recalibration recipe: the
+reference the family and import tests compare hwnas against. Needs PyPI `ofa` (the dev extra);
+the builders skip the test without it. (`tests/conftest.py` puts this folder on sys.path.)"""
 
 from __future__ import annotations
 
@@ -54,3 +55,29 @@ def official_resnet50(n_classes: int = 1000, seed: int = 0, randomise: bool = Tr
     torch.manual_seed(seed)
     net = _networks().OFAResNets(n_classes=n_classes, dropout_rate=0, **RESNET50)
     return (randomise_(net) if randomise else net).eval()
+
+
+def images(n: int, r: int) -> torch.Tensor:
+    """Smooth random images (coarse noise upsampled, plus fine noise): unlike white noise, their
+    pooled features differ from image to image, so outputs depend on the input."""
+    coarse = torch.nn.functional.interpolate(torch.randn(n, 3, 8, 8), size=(r, r), mode="bilinear",
+                                             align_corners=False)
+    return 2.0 * coarse + 0.2 * torch.randn(n, 3, r, r)
+
+
+def recalibrate_(net: torch.nn.Module, arch: dict) -> None:
+    """Once-for-All's evaluation recipe: fresh BN statistics for one subnet (`arch`: its arch dict
+    with "r"; cumulative average over two batches of `images`) in the official supernet; the rest
+    of the supernet keeps its values."""
+    bns = [m for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    net.set_active_subnet(**{k: v for k, v in arch.items() if k != "r"})
+    with torch.no_grad():
+        for m in bns:
+            m.reset_running_stats()
+            m.momentum = None
+        net.train()
+        for _ in range(2):
+            net(images(8, arch["r"][0]))
+    for m in bns:
+        m.momentum = 0.1
+    net.eval()
