@@ -72,3 +72,48 @@ def arch_features(space: SearchSpace, archs, feature_set: str = "full", n_classe
     mean_e = (e * used).sum(2) / depth
     assert N_SLOTS == N_STAGES * MAX_DEPTH
     return np.concatenate([d, mean_k, mean_e, m[:, :1], costs], axis=1).astype(np.float64)
+
+
+def _pre_features(space: SearchSpace, m: np.ndarray, feature_set: str, n_classes: int) -> np.ndarray:
+    """The additive raw material of `arch_features` (counts and sums per used block; MACs and
+    parameters before the log): float64 [n, P]."""
+    from hwnas.supernet.stats import stats_frame
+
+    m = np.asarray(m)
+    costs = stats_frame(m, space.width_mult, n_classes)[["macs", "params"]].to_numpy(np.float64)
+    if feature_set == "full":
+        return np.concatenate([space.encode(m, "onehot").astype(np.float64), costs], axis=1)
+    n = len(m)
+    ks, e, d = m[:, 1:21].reshape(n, N_STAGES, MAX_DEPTH), m[:, 21:41].reshape(n, N_STAGES, MAX_DEPTH), m[:, 41:46]
+    used = np.arange(MAX_DEPTH)[None, None, :] < d[:, :, None]
+    return np.concatenate([d, (ks * used).sum(2), (e * used).sum(2), m[:, :1], costs], axis=1).astype(np.float64)
+
+
+def features_from_pre(pre: np.ndarray, feature_set: str) -> np.ndarray:
+    """`arch_features` from `_pre_features` (gathered from `feature_table`): the same values."""
+    costs = np.log(np.maximum(pre[:, -2:], 1.0))
+    if feature_set == "full":
+        return np.concatenate([pre[:, :-2], costs], axis=1)
+    depth = np.maximum(pre[:, :N_STAGES], 1)
+    return np.concatenate([pre[:, :N_STAGES], pre[:, N_STAGES:2 * N_STAGES] / depth,
+                           pre[:, 2 * N_STAGES:3 * N_STAGES] / depth, pre[:, 3 * N_STAGES:-2], costs], axis=1)
+
+
+@functools.lru_cache(maxsize=16)
+def feature_table(space: SearchSpace, feature_set: str, n_classes: int):
+    """An exact `hwnas.search.tabulate.VectorTable` of `_pre_features` over `space`, checked to give
+    `arch_features` bit for bit through `features_from_pre`; None when it does not. A search
+    gathers a batch's accuracy features from it (with the slot index its costs already derived)."""
+    from hwnas.search.operators import sample_mixed
+    from hwnas.search.tabulate import tabulate_vector
+
+    if feature_set not in FEATURE_SETS:
+        return None
+    table = tabulate_vector(lambda m: _pre_features(space, m, feature_set, n_classes), space)
+    if table is None:
+        return None
+    rows = sample_mixed(space, 512, np.random.default_rng(7))
+    if not np.array_equal(features_from_pre(table.predict(rows), feature_set),
+                          arch_features(space, rows, feature_set, n_classes)):
+        return None
+    return table

@@ -107,6 +107,17 @@ class AccuracyPredictor(ABC):
     def predict(self, archs) -> np.ndarray:
         return self.predict_with_std(archs)[0]
 
+    def feature_set_name(self) -> str:
+        return self.settings.get("features", self.feature_set)
+
+    def predict_features_with_std(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`predict_with_std` from features already computed (`features`, or gathered by a search
+        from `hwnas.accuracy.features.feature_table`)."""
+        if self.x_mean is None:
+            raise InputError("this accuracy predictor is not fitted yet")
+        mean, std = self._predict(self._standardise(x))
+        return np.clip(mean, *self.clip), std * self.std_scale
+
     @abstractmethod
     def _fit(self, x: np.ndarray, y: np.ndarray, seed: int) -> None: ...
 

@@ -205,6 +205,14 @@ class LatencyPredictor(ABC):
         when the kind uses them; wrappers call this on their base so both share one pass."""
         return self._predict(m)
 
+    def _predict_part(self, m: np.ndarray, cache: Any) -> np.ndarray:
+        """What a wrapper (hybrid, transfer) calls on its base: the base's milliseconds from the
+        search's fused gather when it tabulated them there (`cache.tabulated`), else
+        `_predict_cached`."""
+        hit = getattr(cache, "tabulated", None)
+        got = hit(self) if hit is not None else None
+        return got if got is not None else self._predict_cached(m, cache)
+
     # -- persistence ---------------------------------------------------------------------
     @abstractmethod
     def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

@@ -100,16 +100,16 @@ class HybridPredictor(LatencyPredictor):
 
     def ratio(self, m: np.ndarray, cache: FeatureCache | None = None) -> np.ndarray:
         """The learned correction factor exp(residual) per row."""
-        x = self.inputs(m, cache)
         if self.residual == "ridge":
-            return np.exp(x @ self.coef + self.intercept)
+            return np.exp(self.inputs.dot(m, cache, self.coef) + self.intercept)
+        x = self.inputs(m, cache)
         return np.exp(mlp_forward(self.models, x) * self.t_scale + self.intercept)
 
     def _predict(self, m: np.ndarray) -> np.ndarray:
         return self._predict_cached(m, FeatureCache(m))
 
     def _predict_cached(self, m: np.ndarray, cache: FeatureCache) -> np.ndarray:
-        return self.base._predict_cached(m, cache) * self.ratio(m, cache)
+        return self.base._predict_part(m, cache) * self.ratio(m, cache)
 
     def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         base_doc, arrays = nested_state(self.base, "base")

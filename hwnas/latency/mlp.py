@@ -144,6 +144,26 @@ class InputScaler:
     def __call__(self, m: np.ndarray, cache: FeatureCache | None = None) -> np.ndarray:
         return (self._raw(m, cache) - self.center) / self.scale
 
+    def dot(self, m: np.ndarray, cache: FeatureCache | None, w: np.ndarray) -> np.ndarray:
+        """``self(m, cache) @ w``. In a search, the encoding's share comes from the fused gather
+        (`cache.encoder_dot`, tabulated from `encoder_dot_fn`) and only the costs' share is
+        computed: the same value up to float re-association."""
+        hit = getattr(cache, "encoder_dot", None)
+        enc = hit(self) if hit is not None else None
+        if enc is None:
+            return self(m, cache) @ w
+        width = self.encoder.width
+        allf = cache.get(self.width_mult, self.n_classes)
+        costs = np.log(np.maximum(select_features(allf, "full"), 1.0))
+        return enc + ((costs - self.center[width:]) / self.scale[width:]) @ w[width:]
+
+    def encoder_dot_fn(self, w: np.ndarray):
+        """rows -> the encoding's share of ``self(m) @ w`` (additive per block: tabulable)."""
+        width = self.encoder.width
+        wenc = np.asarray(w[:width], dtype=np.float64) / self.scale[:width]
+        shift = float((self.center[:width] / self.scale[:width]) @ w[:width])
+        return lambda m: self.encoder(np.asarray(m)) @ wenc - shift
+
     def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         return {"encoder": self.encoder.to_dict()}, {"x_center": self.center, "x_scale": self.scale}
 

@@ -62,7 +62,7 @@ class TransferPredictor(LatencyPredictor):
 
     def _phi(self, m: np.ndarray, cache: FeatureCache | None = None) -> np.ndarray:
         cache = cache or FeatureCache(m)
-        z = np.log(np.maximum(self.base._predict_cached(m, cache), 1e-9))
+        z = np.log(np.maximum(self.base._predict_part(m, cache), 1e-9))
         if self.features == "none":
             return z[:, None]
         allf = cache.get(self.meta.width_mult, self.meta.n_classes)

@@ -17,8 +17,9 @@ from typing import Any, Callable
 import numpy as np
 
 from hwnas.latency.base import single_thread
-from hwnas.search.operators import crossover, mutate
+from hwnas.search.operators import breed
 from hwnas.search.problem import TOP1, Batch, Problem, SearchOutcome, feasible_sample
+from hwnas.search.tabulate import SlotIndex
 
 __all__ = ["EvolutionSettings", "evolution_search"]
 
@@ -36,47 +37,60 @@ class EvolutionSettings:
         return dict(self.__dict__)
 
 
+def _spares(n: int, rate: float) -> int:
+    """Rows to breed so that `n` valid children come out of one round with high probability at
+    valid rate `rate`: the mean plus two standard deviations of the binomial draw."""
+    if n <= 0:
+        return 0
+    rate = min(max(rate, 0.05), 1.0)
+    return int(np.ceil((n + 2.0 * np.sqrt(n * (1.0 - rate)) + 1.0) / rate))
+
+
 def _children(problem: Problem, parents: np.ndarray, n_mut: int, n_cross: int, rng: np.random.Generator,
-              s: EvolutionSettings, valid_rate: float
-              ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray, int, float]:
+              s: EvolutionSettings, rates: list[float]):
     """n_mut mutants and n_cross crossovers of `parents` that meet every constraint.
 
     Redrawing invalid children one by one (OFA) costs a round trip per child; here each round
-    breeds enough spares for the expected share of invalid ones (`valid_rate`, learned as the
-    search runs) and keeps the first valid children of each kind, which is the same distribution.
-    Children still missing after `max_redraws` rounds are parent copies (counted in the result).
-    Returns (rows, cost columns, violation, parent copies, observed valid rate)."""
-    space, n_par = problem.space, len(parents)
-    rows, cols, viols = [], [], []
-    bred = valid = 0
+    breeds enough spares for the expected share of invalid ones of each kind (`rates`, learned as
+    the search runs, updated in place) and keeps the first valid children of each kind, which is
+    the same distribution; a second round is rare. Children still missing after `max_redraws`
+    rounds are parent copies (counted in the result).
+    Returns (rows, cost columns, violation, slot index or None, parent copies)."""
+    space = problem.space
+    rows, cols, viols, idxs = [], [], [], []
     for _ in range(s.max_redraws):
         if n_mut + n_cross == 0:
             break
-        spare = 1.0 / max(valid_rate, 0.05)
-        k_mut = int(np.ceil(n_mut * spare)) + (n_mut > 0)
-        k_cross = int(np.ceil(n_cross * spare)) + (n_cross > 0)
-        m = np.concatenate([
-            mutate(space, parents[rng.integers(n_par, size=k_mut)], rng, s.mutate_prob),
-            crossover(space, parents[rng.integers(n_par, size=k_cross)],
-                      parents[rng.integers(n_par, size=k_cross)], rng)])
-        c, v = problem.costs(m)
+        k_mut, k_cross = _spares(n_mut, rates[0]), _spares(n_cross, rates[1])
+        m = breed(space, parents, k_mut, k_cross, rng, s.mutate_prob)
+        c, v, idx = problem.costs_indexed(m)
         ok = v <= 0
-        bred, valid = bred + len(m), valid + int(ok.sum())
-        take_mut = np.flatnonzero(ok[:k_mut])[:n_mut]
-        take_cross = k_mut + np.flatnonzero(ok[k_mut:])[:n_cross]
-        keep = np.concatenate([take_mut, take_cross])
-        rows.append(m[keep])
-        cols.append({k: x[keep] for k, x in c.items()})
-        viols.append(v[keep])
-        n_mut, n_cross = n_mut - len(take_mut), n_cross - len(take_cross)
+        ok_mut, ok_cross = np.flatnonzero(ok[:k_mut]), np.flatnonzero(ok[k_mut:])
+        if k_mut:
+            rates[0] = 0.8 * rates[0] + 0.2 * len(ok_mut) / k_mut
+        if k_cross:
+            rates[1] = 0.8 * rates[1] + 0.2 * len(ok_cross) / k_cross
+        keep = np.concatenate([ok_mut[:n_mut], k_mut + ok_cross[:n_cross]])
+        if len(keep) == len(m):
+            rows.append(m), cols.append(c), viols.append(v), idxs.append(idx)
+        else:
+            rows.append(m[keep])
+            cols.append({k: x[keep] for k, x in c.items()})
+            viols.append(v[keep])
+            idxs.append(None if idx is None else idx.take(keep))
+        n_mut, n_cross = n_mut - min(len(ok_mut), n_mut), n_cross - min(len(ok_cross), n_cross)
     copies = n_mut + n_cross
     if copies:
-        m = parents[rng.integers(n_par, size=copies)]
-        c, v = problem.costs(m)
-        rows.append(m), cols.append(c), viols.append(v)
-    rate = valid / bred if bred else valid_rate
+        m = parents[rng.integers(len(parents), size=copies)]
+        c, v, idx = problem.costs_indexed(m)
+        rows.append(m), cols.append(c), viols.append(v), idxs.append(idx)
+    if len(rows) == 1:
+        return rows[0], cols[0], viols[0], idxs[0], copies
+    idx = None
+    if all(i is not None for i in idxs):
+        idx = SlotIndex(np.concatenate([i.ri for i in idxs]), np.concatenate([i.flat for i in idxs]))
     return (np.concatenate(rows), {k: np.concatenate([c[k] for c in cols]) for k in cols[0]},
-            np.concatenate(viols), copies, rate)
+            np.concatenate(viols), idx, copies)
 
 
 def evolution_search(problem: Problem, settings: EvolutionSettings = EvolutionSettings(), seed: int = 0,
@@ -93,24 +107,41 @@ def _evolve(problem: Problem, settings: EvolutionSettings, seed: int, progress: 
     n_par = max(1, int(round(s.parent_ratio * s.population)))
     n_mut = int(round(s.mutation_ratio * s.population))
     m, cols, v = feasible_sample(problem, s.population, rng)
-    pop = problem.with_top1(m, cols, v)
-    archive: list[Batch] = [pop]
+    first = problem.with_top1(m, cols, v)
+    # the archive, preallocated: every child is written once; the population is index arrays
+    total = len(first) + s.generations * s.population
+    keys = list(first.cols)
+    arch_m = np.empty((total, first.m.shape[1]), dtype=np.int32)
+    arch_c = {k: np.empty(total) for k in keys}
+    arch_v = np.empty(total)
+    top1 = arch_c[TOP1]
+
+    def put(at: int, rows: np.ndarray, c: dict[str, np.ndarray], viol: np.ndarray) -> int:
+        end = at + len(rows)
+        arch_m[at:end] = rows
+        for k in keys:
+            arch_c[k][at:end] = c[k]
+        arch_v[at:end] = viol
+        return end
+
+    filled = put(0, first.m, first.cols, first.violation)
+    pop = np.arange(filled)
     history: list[float] = []
-    copies, valid_rate = 0, 1.0
+    copies, rates = 0, [1.0, 1.0]
     for gen in range(s.generations):
-        order = np.argsort(-pop.cols[TOP1], kind="stable")[:n_par]
-        parents = pop.take(order)
-        history.append(float(parents.cols[TOP1][0]))
-        cm, cc, cv, n_copy, rate = _children(problem, parents.m, n_mut, s.population - n_mut, rng, s,
-                                             valid_rate)
-        valid_rate = 0.7 * valid_rate + 0.3 * rate
+        parents = pop[np.argsort(-top1[pop], kind="stable")[:n_par]]
+        history.append(float(top1[parents[0]]))
+        cm, cc, cv, idx, n_copy = _children(problem, arch_m[parents], n_mut, s.population - n_mut, rng, s,
+                                            rates)
         copies += n_copy
-        children = problem.with_top1(cm, cc, cv)
-        archive.append(children)
-        pop = Batch.concat([parents, children])
+        cc[TOP1] = problem.top1(cm, idx)
+        start = filled
+        filled = put(filled, cm, cc, cv)
+        pop = np.concatenate([parents, np.arange(start, filled)])
         if progress and (gen + 1) % 25 == 0:
             progress("search", done=gen + 1, total=s.generations, best=history[-1])
-    history.append(float(pop.cols[TOP1].max()))
-    return SearchOutcome(Batch.concat(archive), history,
+    history.append(float(top1[pop].max()))
+    archive = Batch(arch_m[:filled], {k: arch_c[k][:filled] for k in sorted(keys)}, arch_v[:filled])
+    return SearchOutcome(archive, history,
                          {"generations": s.generations, "population": s.population,
                           "parents": n_par, "parent_copies": copies, **s.as_dict()})

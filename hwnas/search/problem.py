@@ -20,7 +20,8 @@ import numpy as np
 
 from hwnas.errors import BudgetError, HwnasError, InputError
 from hwnas.search.operators import canonical, mutate, sample_graded, sample_mixed
-from hwnas.search.tabulate import AdditiveTable, tabulate, vectorised_latency
+from hwnas.search.tabulate import (AdditiveTable, FastLatency, FusedTable, SlotIndex, SlotIndexer,
+                                   as_vector_table, tabulate, vectorised_latency)
 from hwnas.space import MAX_DEPTH, N_SLOTS, N_STAGES, SearchSpace
 
 __all__ = ["PredictorMissing", "Predictor", "Batch", "Problem", "SearchOutcome", "feasible_sample",
@@ -135,8 +136,11 @@ class Problem:
     acc_computed: int = 0
     cost_calls: int = 0
     cost_batches: int = 0
+    acc_s: float = 0.0  # seconds in the accuracy predictor (features included)
+    cost_s: float = 0.0  # seconds in the cost models (latency predictors, MACs, params)
     _costs: dict[str, _Cost] = field(default_factory=dict, repr=False)
     _top1: dict[bytes, float] = field(default_factory=dict, repr=False)
+    _fast: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.latency:
@@ -165,6 +169,7 @@ class Problem:
         from hwnas.latency.base import LatencyPredictor
 
         self._costs = {}
+        self._fast = None
         for dev, pred in self.latency.items():
             fast = self.use_tables and isinstance(pred, LatencyPredictor)
             cost = self._make_cost(vectorised_latency(pred, self.space) if fast else pred.predict)
@@ -178,7 +183,7 @@ class Problem:
     # worker processes get the problem by pickling (in memory, never on disk): the tables hold
     # closures, so they are rebuilt there rather than sent
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_costs": {}}
+        return {**self.__dict__, "_costs": {}, "_fast": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -217,24 +222,49 @@ class Problem:
     # -- scoring -------------------------------------------------------------------------------
     def costs(self, m: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Cost columns and constraint violation (sum of relative excesses) of rows `m`."""
-        cols = {k: c(m) for k, c in self._costs.items()}
+        cols, violation, _ = self.costs_indexed(m)
+        return cols, violation
+
+    def costs_indexed(self, m: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, SlotIndex | None]:
+        """`costs`, plus the batch's `SlotIndex` (None off the fast path) for `top1` to reuse.
+
+        On the fast path every cost column of every device reads one fused gather (exact tables
+        and the additive parts of the latency models), then each model's few vector ops run on
+        the whole batch."""
+        t = _clock()
+        fast = self._fast_path() if isinstance(m, np.ndarray) and len(m) else None
+        idx = fast.indexer(m) if fast is not None else None
+        if idx is not None:
+            s = fast.table.gather(idx)
+            cols = {k: post(s, m) for k, post in fast.posts.items()}
+        else:
+            cols = {k: c(m) for k, c in self._costs.items()}
         violation = np.zeros(len(m))
-        for key, limit in self.limits.items():
+        for key, limit in fast.limits if fast is not None else self.limits.items():
             violation += np.maximum(cols[key] / limit - 1.0, 0.0)
         self.cost_calls += len(m)
         self.cost_batches += 1
-        return cols, violation
+        self.cost_s += _clock() - t
+        return cols, violation, idx
 
-    def top1(self, m: np.ndarray) -> np.ndarray:
+    def _fast_path(self) -> "_FastPath | None":
+        if self._fast is None:
+            self._fast = _FastPath.build(self) if self.use_tables else False
+        return self._fast or None
+
+    def top1(self, m: np.ndarray, idx: SlotIndex | None = None) -> np.ndarray:
         """Predicted top-1 of rows `m`, memoised by network: an evolutionary search keeps
         re-breeding the networks it already has (about two thirds of OFA's 50,000 children are
         repeats), and the accuracy MLP is most of a search's time. Counts every row asked for
         (`acc_calls`) and those actually run through the predictor (`acc_computed`)."""
+        t = _clock()
         self.acc_calls += len(m)
         self.acc_batches += 1
         if not self.memo:
             self.acc_computed += len(m)
-            return self._objective(m)
+            out = self._objective(m, idx)
+            self.acc_s += _clock() - t
+            return out
         rows = np.ascontiguousarray(m, dtype=np.int32)
         keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel().tolist()
         memo = self._top1
@@ -242,13 +272,23 @@ class Problem:
             memo.clear()
         missing = {k: i for i, k in enumerate(keys) if k not in memo}
         if missing:
-            idx = np.fromiter(missing.values(), dtype=np.int64, count=len(missing))
-            memo.update(zip(missing, self._objective(rows[idx]).tolist()))
-            self.acc_computed += len(idx)
-        return np.fromiter((memo[k] for k in keys), dtype=np.float64, count=len(keys))
+            pos = np.fromiter(missing.values(), dtype=np.int64, count=len(missing))
+            memo.update(zip(missing, self._objective(rows[pos], None if idx is None else idx.take(pos)).tolist()))
+            self.acc_computed += len(pos)
+        out = np.fromiter(map(memo.__getitem__, keys), dtype=np.float64, count=len(keys))
+        self.acc_s += _clock() - t
+        return out
 
-    def _objective(self, m: np.ndarray) -> np.ndarray:
-        if self.accuracy_risk > 0 and hasattr(self.accuracy, "predict_with_std"):
+    def _objective(self, m: np.ndarray, idx: SlotIndex | None = None) -> np.ndarray:
+        risk = self.accuracy_risk > 0 and hasattr(self.accuracy, "predict_with_std")
+        fast = self._fast_path() if idx is not None else None
+        if fast is not None and fast.acc_table is not None:
+            x = fast.acc_post(fast.acc_table.gather(idx))
+            mean, std = self.accuracy.predict_features_with_std(x)
+            if risk:
+                return np.asarray(mean, dtype=np.float64) - self.accuracy_risk * np.asarray(std, dtype=np.float64)
+            return np.asarray(mean, dtype=np.float64)
+        if risk:
             mean, std = self.accuracy.predict_with_std(m)
             return np.asarray(mean, dtype=np.float64) - self.accuracy_risk * np.asarray(std, dtype=np.float64)
         return np.asarray(self.accuracy.predict(m), dtype=np.float64)
@@ -264,13 +304,14 @@ class Problem:
 
     def evaluate(self, m: np.ndarray) -> Batch:
         m = np.asarray(m, dtype=np.int32)
-        cols, violation = self.costs(m)
-        cols[TOP1] = self.top1(m)
+        cols, violation, idx = self.costs_indexed(m)
+        cols[TOP1] = self.top1(m, idx)
         return Batch(m, cols, violation)
 
-    def with_top1(self, m: np.ndarray, cols: dict[str, np.ndarray], violation: np.ndarray) -> Batch:
+    def with_top1(self, m: np.ndarray, cols: dict[str, np.ndarray], violation: np.ndarray,
+                  idx: SlotIndex | None = None) -> Batch:
         """A batch whose costs are already known (constraint-first searches score accuracy last)."""
-        return Batch(m, {**cols, TOP1: self.top1(m)}, violation)
+        return Batch(m, {**cols, TOP1: self.top1(m, idx)}, violation)
 
     def loss(self, batch: Batch) -> np.ndarray:
         """[n, len(objectives)], every objective minimised (top-1 negated)."""
@@ -334,12 +375,82 @@ class Problem:
     def reset(self) -> None:
         """Zero the counters and forget memoised predictions (to time or count a fresh search)."""
         self.acc_calls = self.acc_batches = self.acc_computed = self.cost_calls = self.cost_batches = 0
+        self.acc_s = self.cost_s = 0.0
         self._top1.clear()
 
     def counters(self) -> dict[str, int]:
         return {"predictor_calls": self.acc_calls, "accuracy_batches": self.acc_batches,
                 "predictor_computed": self.acc_computed, "cost_calls": self.cost_calls,
                 "cost_batches": self.cost_batches}
+
+    def time_split(self, search_s: float) -> dict[str, float]:
+        """Seconds of a search spent in the accuracy predictor, in the cost models (latency
+        predictors, MACs, params) and in the algorithm's own bookkeeping (the rest)."""
+        return {"accuracy_predictor_s": round(self.acc_s, 4), "latency_predictor_s": round(self.cost_s, 4),
+                "bookkeeping_s": round(max(search_s - self.acc_s - self.cost_s, 0.0), 4)}
+
+    def fast_paths(self) -> dict[str, Any]:
+        """How a search evaluates: one fused gather per batch (its width), each cost column's
+        path, and the accuracy features' ("gathered" from an exact table, or "model")."""
+        fast = self._fast_path()
+        return {"fused_gather": fast is not None, "fused_width": fast.table.width if fast else 0,
+                "costs": self.cost_paths(),
+                "accuracy_features": "gathered" if fast is not None and fast.acc_table is not None else "model"}
+
+
+_clock = __import__("time").perf_counter
+
+
+@dataclass
+class _FastPath:
+    """A problem's costs and accuracy features as fused gathers over one `SlotIndex` per batch."""
+
+    indexer: SlotIndexer
+    table: FusedTable
+    posts: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]
+    limits: list[tuple[str, float]]
+    acc_table: FusedTable | None = None
+    acc_post: Callable[[np.ndarray], np.ndarray] | None = None
+
+    @staticmethod
+    def build(problem: Problem) -> "_FastPath | None":
+        space = problem.space
+        parts: list = []
+        posts: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {}
+
+        def span(width: int) -> slice:
+            at = sum(p.block.shape[-1] for p in parts)
+            return slice(at, at + width)
+
+        for key, cost in problem._costs.items():
+            if cost.table is not None:
+                sl = span(1)
+                parts.append(as_vector_table(cost.table))
+                posts[key] = lambda s, m, j=sl.start: s[:, j]
+                continue
+            fl = None
+            if cost.vectorised:
+                try:
+                    fl = FastLatency(problem.latency[key.removeprefix("ms:")], space)
+                except (ValueError, AttributeError):
+                    fl = None
+            if fl is not None:
+                sl = span(sum(p.block.shape[-1] for p in fl.parts))
+                parts.extend(fl.parts)
+                posts[key] = lambda s, m, fl=fl, sl=sl: fl.post(s[:, sl], m)
+            else:
+                posts[key] = lambda s, m, cost=cost: cost(m)
+        fast = _FastPath(SlotIndexer(space), FusedTable(space, parts), posts, list(problem.limits.items()))
+        acc = problem.accuracy
+        if hasattr(acc, "predict_features_with_std") and getattr(acc, "space", None) == space:
+            from hwnas.accuracy.features import feature_table, features_from_pre
+
+            fs = acc.feature_set_name()
+            t = feature_table(space, fs, int(acc.n_classes))
+            if t is not None:
+                fast.acc_table = FusedTable(space, [t])
+                fast.acc_post = lambda pre, fs=fs: features_from_pre(pre, fs)
+        return fast
 
 
 def _table_argmin(table: AdditiveTable) -> np.ndarray:

@@ -224,3 +224,196 @@ def vectorised_latency(pred, space: SearchSpace) -> CostFn:
             return np.asarray(pred._predict_cached(m, _TableCache(m)), dtype=np.float64)
 
     return predict
+
+
+# -- one gather for a whole problem --------------------------------------------------------------
+class SlotIndex:
+    """Where each row of a batch reads every `FusedTable` over the same space: the resolution
+    position per row and the flat (resolution, slot, kernel, expand) row per slot, unused slots
+    pointing at a zero row. Derived once per batch and shared by every cost column and the
+    accuracy features; `take(rows)` keeps the rows it names."""
+
+    __slots__ = ("ri", "flat")
+
+    def __init__(self, ri: np.ndarray, flat: np.ndarray) -> None:
+        self.ri, self.flat = ri, flat
+
+    def take(self, rows: np.ndarray) -> SlotIndex:
+        return SlotIndex(self.ri[rows], self.flat[rows])
+
+    def __len__(self) -> int:
+        return len(self.ri)
+
+
+class SlotIndexer:
+    """`SlotIndex` of [n, 46] rows over `space` (None for a batch with a row the tables cannot
+    express: a value outside the space's choices, or a stage shallower than its smallest depth)."""
+
+    def __init__(self, space: SearchSpace) -> None:
+        self.space = space
+        ks, es, rs = space.ks_choices, space.e_choices, space.r_choices
+        nk, ne = len(ks), len(es)
+        self.n_rows = len(rs) * N_SLOTS * nk * ne  # the zero row's position
+        self._r_off = np.full(max(rs) + 2, -1, dtype=np.int64)
+        self._r_off[np.asarray(rs)] = np.arange(len(rs)) * N_SLOTS * nk * ne
+        self._r_pos = _index(rs)
+        # (kernel, expand) value pair -> its offset inside a slot's block, -1 if not a choice
+        self._ke = np.full((max(ks) + 2, max(es) + 2), -1, dtype=np.int64)
+        for i, k in enumerate(ks):
+            for j, e in enumerate(es):
+                self._ke[k, e] = i * ne + j
+        self._slot_off = np.arange(N_SLOTS, dtype=np.int64) * nk * ne
+        self._d0 = min(space.d_choices)
+        self._used = np.array([[j < d for j in range(MAX_DEPTH)] for d in range(MAX_DEPTH + 1)])
+
+    def __call__(self, m: np.ndarray) -> SlotIndex | None:
+        n = len(m)
+        d = m[:, D]
+        if d.min(initial=MAX_DEPTH) < self._d0 or d.max(initial=0) > MAX_DEPTH:
+            return None
+        r = m[:, 0]
+        if r.min(initial=1) < 0 or r.max(initial=0) >= len(self._r_off):
+            return None
+        r_off = self._r_off[r]
+        used = self._used[d].reshape(n, N_SLOTS)
+        k, e = m[:, KS], m[:, E]
+        if (k.min(initial=0) < 0 or e.min(initial=0) < 0 or k.max(initial=0) >= self._ke.shape[0]
+                or e.max(initial=0) >= self._ke.shape[1]):
+            return None
+        ke = self._ke[k, e]
+        if r_off.min(initial=0) < 0 or ((ke < 0) & used).any():
+            return None
+        flat = np.where(used, ke + self._slot_off + r_off[:, None], self.n_rows)
+        return SlotIndex(self._r_pos[r], flat)
+
+
+class FusedTable:
+    """Several `VectorTable`s over one space side by side, as one [rows + 1, W] matrix: a batch
+    reads all their columns with one gather and one sum (`gather`)."""
+
+    def __init__(self, space: SearchSpace, parts: list[VectorTable]) -> None:
+        self.space = space
+        self.widths = [p.block.shape[-1] for p in parts]
+        width = sum(self.widths)
+        block = np.concatenate([p.block for p in parts], axis=-1) if parts else np.zeros(
+            (len(space.r_choices), N_SLOTS, len(space.ks_choices), len(space.e_choices), 0))
+        self.fixed = (np.concatenate([p.fixed for p in parts], axis=-1) if parts
+                      else np.zeros((len(space.r_choices), 0)))
+        self.flat = np.concatenate([block.reshape(-1, width), np.zeros((1, width))])
+        self._ones = np.ones((1, N_SLOTS))
+
+    @property
+    def width(self) -> int:
+        return self.flat.shape[1]
+
+    def gather(self, idx: SlotIndex) -> np.ndarray:
+        """float64 [n, W]: every column of every part for the rows of `idx`."""
+        vals = self.flat[idx.flat]  # [n, 20, W]
+        return self.fixed[idx.ri] + np.matmul(self._ones, vals)[:, 0]
+
+
+def as_vector_table(table: AdditiveTable) -> VectorTable:
+    """A scalar `AdditiveTable` as a one-column `VectorTable`."""
+    return VectorTable(table.space, table.fixed[:, None], table.block[..., None],
+                       lambda m: np.asarray(table.fallback(m), dtype=np.float64)[:, None])
+
+
+class _Columns:
+    """The columns a `FastLatency` owns in a fused gather: analytic features, tabulated
+    sub-predictors and linear projections of encodings, by key."""
+
+    def __init__(self, s: np.ndarray, m: np.ndarray, spans: dict) -> None:
+        self.s, self.m, self.spans = s, m, spans
+
+    def col(self, key) -> np.ndarray | None:
+        span = self.spans.get(key)
+        return None if span is None else self.s[:, span]
+
+
+class FastLatency:
+    """A feature-based hwnas latency model split into what is additive -- its analytic features,
+    any sub-predictor that tabulates exactly (a linear analytic or lookup-table base), the
+    encoding's share of a linear residual -- gathered in a problem's `FusedTable`, and the few
+    vector ops left (`post`), run on the whole batch. Same predictions as `pred.predict` (up to
+    float rounding of the re-associated sums, ~1e-15 relative)."""
+
+    def __init__(self, pred, space: SearchSpace) -> None:
+        from hwnas.latency.analytic import ALL_FEATURES
+
+        self.pred, self.space = pred, space
+        self.parts: list[VectorTable] = []
+        self.keys: list = []
+        key = (float(pred.meta.width_mult), int(pred.meta.n_classes))
+        feats = feature_table(space, *key)
+        if feats is None:
+            raise ValueError("analytic features are not tabulable over this space")
+        self._add(("features",) + key, feats)
+        self._walk(pred)
+        assert len(ALL_FEATURES) == feats.block.shape[-1]
+
+    def _add(self, key, table: VectorTable) -> None:
+        self.keys.append(key)
+        self.parts.append(table)
+
+    def _walk(self, pred) -> None:
+        from hwnas.latency.base import LatencyPredictor
+
+        base = getattr(pred, "base", None)
+        if isinstance(base, LatencyPredictor):
+            if getattr(base, "kind", "") in ("lut", "analytic"):
+                t = tabulate(base.predict, self.space)
+                if t is not None:
+                    self._add(("pred", id(base)), as_vector_table(t))
+                else:
+                    self._walk(base)
+            else:
+                self._walk(base)
+        inputs = getattr(pred, "inputs", None)
+        if getattr(pred, "residual", None) == "ridge" and inputs is not None and hasattr(inputs, "encoder_dot_fn"):
+            t = tabulate(inputs.encoder_dot_fn(pred.coef), self.space)
+            if t is not None:
+                self._add(("encdot", id(inputs)), as_vector_table(t))
+
+    def post(self, s: np.ndarray, m: np.ndarray) -> np.ndarray:
+        """Milliseconds from this model's columns `s` (in `parts` order) of rows `m`."""
+        spans, at = {}, 0
+        for key, part in zip(self.keys, self.parts):
+            w = part.block.shape[-1]
+            spans[key] = slice(at, at + w) if w > 1 else at
+            at += w
+        return np.asarray(self.pred._predict_cached(m, _GatheredCache(m, _Columns(s, m, spans))),
+                          dtype=np.float64)
+
+
+def _gathered_cache_class():
+    from hwnas.latency.analytic import FeatureCache
+
+    class GatheredCache(FeatureCache):
+        """A `FeatureCache` answered from a fused gather: analytic features, tabulated
+        sub-predictors (`tabulated`) and encoding projections (`encoder_dot`)."""
+
+        def __init__(self, m: np.ndarray, cols: _Columns) -> None:
+            super().__init__(m)
+            self.cols = cols
+
+        def get(self, width_mult: float, n_classes: int) -> np.ndarray:
+            got = self.cols.col(("features", float(width_mult), int(n_classes)))
+            return got if got is not None else super().get(width_mult, n_classes)
+
+        def tabulated(self, pred) -> np.ndarray | None:
+            return self.cols.col(("pred", id(pred)))
+
+        def encoder_dot(self, inputs) -> np.ndarray | None:
+            return self.cols.col(("encdot", id(inputs)))
+
+    return GatheredCache
+
+
+_GC = None
+
+
+def _GatheredCache(m, cols):
+    global _GC
+    if _GC is None:
+        _GC = _gathered_cache_class()
+    return _GC(m, cols)

@@ -40,9 +40,11 @@ def test_pareto_page_plots_the_front(monkeypatch, demo_run):
 
 def test_device_comparison_has_rank_correlation(monkeypatch, demo_run):
     at = open_page(monkeypatch, demo_run, "Device comparison")
-    corr = at.dataframe[0].value
-    assert set(corr.columns) == {"cpu-ort", "cpu-openvino"}
-    assert corr.loc["cpu-ort", "cpu-openvino"] > 0.5
+    pairs = at.dataframe[0].value
+    row = pairs.iloc[0]
+    assert {row["device A"], row["device B"]} == {"cpu-ort", "cpu-openvino"}
+    assert row["shared subnets"] == 12 and row["Kendall τ"] > 0.5 and row["note"] == "ok"
+    assert not at.warning
     assert charts(at)
 
 
@@ -76,3 +78,95 @@ def test_no_run_at_all(monkeypatch, tmp_path):
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.run()
     assert not at.exception and "No hwnas run" in at.warning[0].value
+
+
+def test_pareto_page_labels_predicted_and_measured(monkeypatch, demo_run):
+    at = open_page(monkeypatch, demo_run, "Pareto front")
+    spec = charts(at)[0].proto.spec
+    assert "latency on cpu-ort (ms)" in spec and "top-1 accuracy (%): predicted, or measured" in spec
+    for series in ("Pareto front (predicted)", "measured, within budget", "latency budget"):
+        assert series in spec
+    assert "ms, predicted" not in spec and '"zero": true' not in spec
+
+
+def test_compare_page_has_a_budget_slider_and_summary(monkeypatch, demo_run):
+    at = open_page(monkeypatch, demo_run, "Compare")
+    assert at.slider, "no budget slider"
+    summary = at.dataframe[0].value
+    assert {"front size", "hypervolume", "best measured top-1 % under budget"} <= set(summary.columns)
+
+
+def test_a_pair_of_devices_with_few_shared_subnets_is_flagged():
+    import numpy as np
+    import pandas as pd
+
+    from hwnas.dashboard.data import device_pairs
+
+    m = pd.DataFrame({"a": [1.0, 2.0, np.nan, 4.0], "b": [1.1, 2.2, 3.0, np.nan]})
+    row = device_pairs(m).iloc[0]
+    assert row["shared subnets"] == 2 and row["Kendall τ"] is None and "not reliable" in row["note"]
+
+
+def test_training_and_held_out_points_are_separated():
+    import pandas as pd
+
+    from hwnas.dashboard.data import pair_metrics, split_pairs
+
+    pairs = pd.DataFrame({"key": ["a", "b", "c", "c"], "predicted_ms": [1.0, 2.0, 3.0, 3.0],
+                          "measured_ms": [1.0, 2.5, 3.0, 3.1], "error_pct": [0.0, -20.0, 0.0, -3.0],
+                          "measured_at": ["2026-01-01T00:00:00+00:00", "2026-01-01T00:10:00+00:00",
+                                          "2026-01-01T00:00:00+00:00", "2026-01-01T00:20:00+00:00"]})
+    split = split_pairs(pairs, pd.Timestamp("2026-01-01T00:05:00", tz="UTC"))
+    assert list(split["split"]) == ["training", "held-out", "training", "training"]
+    m = pair_metrics(split).set_index("points")
+    assert m.loc["held-out", "n"] == 1 and m.loc["held-out", "within ±10 %"] == 0
+    assert m.loc["training", "n"] == 3
+
+
+def test_hypervolume_and_best_under_a_budget():
+    import numpy as np
+    import pandas as pd
+
+    from hwnas.dashboard.data import best_under, hypervolume_2d, pareto_mask
+
+    ms, top1 = np.array([1.0, 2.0, 3.0, 2.5]), np.array([90.0, 95.0, 97.0, 94.0])
+    assert list(pareto_mask(ms, top1)) == [True, True, True, False]
+    assert hypervolume_2d(ms, top1, 4.0) == 90 * 1 + 95 * 1 + 97 * 1
+    df = pd.DataFrame({"id": list("abcd"), "ms": ms, "top1_pred": top1, "measured": [np.nan, 3.5, np.nan, np.nan]})
+    assert best_under(df, 3.0)["id"] == "c" and best_under(df, 2.9)["id"] == "d"
+    assert best_under(df, 0.5) is None
+
+
+def test_exports_are_listed_with_flags(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from hwnas.dashboard.data import RunFiles, load_exports
+
+    b = tmp_path / "exports" / "abc-cpu-ort"
+    b.mkdir(parents=True)
+    (b / "model.json").write_text(json.dumps({"id": "abc", "status": "verified", "accuracy": {"top1": 97.0},
+                                              "latency": {"measured": {"corrected_ms": 1.2}},
+                                              "predicted": {"top1": 97.5, "latency_ms": 1.1,
+                                                            "row": {"search_id": "old"}}}))
+    (b / "verify.json").write_text(json.dumps({"passed": True, "device": "cpu-ort"}))
+    front = pd.DataFrame({"id": ["xyz"], "search_id": ["new"]})
+    search = {"search_id": "new", "settings": {"devices": ["cpu-ort"], "budgets_ms": {"cpu-ort": 1.0}}}
+    row = load_exports(RunFiles(tmp_path), front, search).iloc[0]
+    assert row["device"] == "cpu-ort" and row["status"] == "verified" and row["measured_top1"] == 97.0
+    assert row["over_budget"] and "orphaned" in row["flags"] and "over the current 1 ms budget" in row["flags"]
+    row = load_exports(RunFiles(tmp_path), pd.DataFrame({"id": ["abc"], "search_id": ["new"]}), search).iloc[0]
+    assert "stale" in row["flags"]
+
+
+def test_the_bundle_zip_is_cached_until_a_file_changes(tmp_path):
+    import os
+
+    from hwnas.dashboard.data import bundle_signature
+
+    (tmp_path / "a.bin").write_bytes(b"x" * 10)
+    sig = bundle_signature(tmp_path)
+    assert bundle_signature(tmp_path) == sig
+    os.utime(tmp_path / "a.bin", ns=(1, 1))
+    assert bundle_signature(tmp_path) != sig

@@ -106,6 +106,17 @@ def test_pipeline_runs_on_an_imported_supernet_with_an_image_folder(imported, tm
     assert code == 0, out
     meta = json.loads((bundle / "model.json").read_text())
     assert meta["status"] == "verified", meta
+    # every other backend this machine has (the imported subnet is 224-capable, full-size)
+    from hwnas.devices import get_device
+
+    for name in ("cpu-torch", "cpu-openvino", "mobile-xnnpack"):
+        if get_device(name).available() is not None:
+            continue
+        out_dir = tmp_path / f"bundle-{name}"
+        code, out = cli(capsys, "export", "--run", str(run), "--device", name, "--subnet", subnet,
+                        "--out", str(out_dir), "--verify-images", "8", "--no-measure")
+        assert code == 0, (name, out)
+        assert json.loads((out_dir / "model.json").read_text())["status"] == "verified", name
 
 
 def test_a_folder_that_does_not_match_the_classifier_is_one_line(imported, tmp_path, capsys):
