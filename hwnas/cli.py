@@ -501,7 +501,10 @@ def supernet_eval(
     data: Optional[str] = DataOpt,
 ) -> None:
     """Top-1 of subnets taken from a trained supernet (BN recalibrated per subnet)."""
-    from hwnas.space import Arch, read_arch_table, write_arch_table
+    from hwnas.families import DEFAULT_FAMILY, get_family
+    from hwnas.families.tables import archs_frame, read_archs
+    from hwnas.fileio import atomic_path
+    from hwnas.space import Arch
     from hwnas.supernet.data import build_loaders
     from hwnas.supernet.evaluation import evaluate_subnets
     from hwnas.supernet.pretrained import data_config_of, load_supernet
@@ -509,8 +512,9 @@ def supernet_eval(
     if (table is None) == (arch is None):
         raise InputError("give exactly one of --table FILE.csv or --arch JSON")
     model, meta = load_supernet(checkpoint)
-    space = model.space
-    archs = read_arch_table(table, space)[0] if table else [space.validate(Arch.from_json(arch))]
+    family = get_family(meta.get("family", DEFAULT_FAMILY))
+    space = family.space_from_dict(meta["space"])
+    archs = read_archs(family, table, space) if table else [space.validate(Arch.from_json(arch))]
     loaders = build_loaders(data_config_of(meta, _data_config(data)))
     from hwnas.progress import make_progress
 
@@ -523,7 +527,9 @@ def supernet_eval(
         result.add_row(a.id, a.describe(), f"{r['top1']:.2f}", f"{r['loss']:.4f}")
     console.print(result)
     if out:
-        write_arch_table(out, archs, extra={"top1": [r["top1"] for r in rows], "loss": [r["loss"] for r in rows]})
+        frame = archs_frame(archs, extra={"top1": [r["top1"] for r in rows], "loss": [r["loss"] for r in rows]})
+        with atomic_path(out, suffix=".csv") as tmp:
+            frame.to_csv(tmp, index=False)
 
 
 @supernet_app.command("import")
@@ -555,11 +561,18 @@ def train(
     config: Optional[Path] = typer.Option(None, "--config", help="Training YAML (see experiments/)."),
     out: Path = typer.Option(Path("runs/supernet"), "--out", help="Run folder: checkpoints, log."),
     overrides: list[str] = typer.Option([], "--set", help="Override a config key: --set phases.full.epochs=2"),
+    family: Optional[str] = typer.Option(None, "--family", help="Search-space family (ofa-mbv3, "
+                                         "ofa-proxyless, ofa-resnet50); default: the config's, else ofa-mbv3."),
 ) -> None:
     """Train the once-for-all supernet with progressive shrinking (resumes if --out has a run)."""
     from hwnas.supernet.train import load_train_config, train_supernet
     from hwnas.progress import TrainProgress
 
+    if family is not None:
+        from hwnas.families import get_family
+
+        get_family(family)  # one line for an unknown name
+        overrides = [*overrides, f"family={family}"]
     cfg = load_train_config(config, overrides)
     out.mkdir(parents=True, exist_ok=True)
     with TrainProgress(console=err_console) as bar:
@@ -854,9 +867,7 @@ def dashboard(
     address: str = typer.Option("127.0.0.1", "--address", help="Address to bind (loopback by default)."),
 ) -> None:
     """Serve the Streamlit Pareto dashboard for a run (Ctrl-C stops it)."""
-    import subprocess
-
-    from hwnas.dashboard import serve_command
+    from hwnas.dashboard import serve
     from hwnas.dashboard.data import find_runs
 
     if not run.exists():
@@ -866,11 +877,7 @@ def dashboard(
     if not 0 < port < 65536:
         raise InputError(f"--port must be within 1..65535, got {port}")
     err_console.print(f"dashboard for {run} at http://{address}:{port}  (Ctrl-C to stop)")
-    env = {**os.environ, "HWNAS_DASHBOARD_RUN": str(run.resolve())}
-    try:
-        subprocess.run(serve_command(port, address), env=env, check=False)
-    except KeyboardInterrupt:
-        pass
+    raise typer.Exit(serve(run, port, address))
 
 
 def main(argv: Optional[list[str]] = None) -> None:

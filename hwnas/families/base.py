@@ -131,6 +131,8 @@ class Family(ABC):
     published: ClassVar[Mapping[float, str]] = {}
     #: True when any positive width multiplier builds a network (not only `widths`)
     any_width: ClassVar[bool] = False
+    #: progressive shrinking, in training order: (phase name, the gene group it makes elastic)
+    shrink_phases: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     # -- genes ----------------------------------------------------------------------------
     @abstractmethod

@@ -8,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import numpy as np
+
 from hwnas.errors import ConfigError
-from hwnas.families.base import OFA_RESOLUTIONS, Family, GeneGroup
+from hwnas.families.base import OFA_RESOLUTIONS, Family, GeneArch, GeneGroup
 
 __all__ = ["FamilySpace"]
 
@@ -60,6 +62,10 @@ class FamilySpace:
                                       f"{list(g.choices)}") from None
             choices.append(tuple(g.to_values(sorted(codes))))
         r = obj.get("r", list(OFA_RESOLUTIONS))
+        if isinstance(r, str):  # "32:64:4" = range 32..64 step 4, inclusive (as SearchSpace)
+            from hwnas.space import _parse_range
+
+            r = _parse_range(r)
         if not isinstance(r, (list, tuple)) or not r or not all(
                 isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in r):
             raise ConfigError(f"search-space 'r' must be a list of positive integers, got {r!r}")
@@ -68,3 +74,59 @@ class FamilySpace:
         except Exception as err:
             raise ConfigError(str(err)) from None
         return cls(family, tuple(choices), tuple(sorted(set(r))), width)
+
+    # -- members (the interface training and sampling use, as `hwnas.space.SearchSpace`) ----
+    def _uniform_row(self, pick, r: int | None) -> list[int]:
+        row = [max(self.r_choices) if r is None else int(r)]
+        for g in self.groups():
+            row += g.to_codes([pick(g.choices)] * g.count)
+        return row
+
+    def max_arch(self, r: int | None = None) -> GeneArch:
+        """Every gene at its largest choice (the network every other one is a part of)."""
+        return GeneArch.from_codes(self.family, self._uniform_row(max, r), self.width_mult)
+
+    def min_arch(self, r: int | None = None) -> GeneArch:
+        row = self._uniform_row(min, r)
+        row[0] = min(self.r_choices) if r is None else int(r)
+        return GeneArch.from_codes(self.family, row, self.width_mult)
+
+    def sample_matrix(self, n: int, rng: np.random.Generator | int | None = None) -> np.ndarray:
+        """`n` canonical rows, every gene uniform over this space's choices (Once-for-All's
+        ``sample_active_subnet``; the family's `sample_matrix` is uniform over networks instead)."""
+        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        cols = [rng.choice(np.asarray(self.r_choices), size=(n, 1))]
+        for g in self.groups():
+            cols.append(rng.choice(np.asarray(g.to_codes(g.choices)), size=(n, g.count)))
+        return self.family.canonical(np.concatenate(cols, axis=1))
+
+    def from_matrix(self, rows: np.ndarray) -> list[GeneArch]:
+        return [GeneArch.from_codes(self.family, row, self.width_mult) for row in np.asarray(rows)]
+
+    def sample(self, n: int | None = None, rng: np.random.Generator | int | None = None
+               ) -> GeneArch | list[GeneArch]:
+        archs = self.from_matrix(self.sample_matrix(1 if n is None else n, rng))
+        return archs[0] if n is None else archs
+
+    def check(self, arch: GeneArch) -> str | None:
+        """Why `arch` is not in this space (another family, a gene or r outside the choices), or None."""
+        if not isinstance(arch, GeneArch) or arch.family_name != self.family.name:
+            return f"it is not an {self.family.name} arch"
+        if arch.r not in self.r_choices:
+            return f"r={arch.r} is not one of the space's resolutions"
+        for g in self.groups():
+            for i, v in enumerate(arch.group(g.name)):
+                if v not in g.choices and self.family.active_mask(np.asarray([arch.to_row()]))[
+                        0, self.family.gene_columns().index(f"{g.name}_{i}")]:
+                    return f"{g.name}[{i}]={v} is not one of {list(g.choices)}"
+        if abs(arch.w - self.width_mult) > 1e-9:
+            return f"width multiplier {arch.w} differs from the space's {self.width_mult}"
+        return None
+
+    def validate(self, arch: GeneArch) -> GeneArch:
+        reason = self.check(arch)
+        if reason:
+            from hwnas.errors import InputError
+
+            raise InputError(f"arch {arch.id} is outside the search space: {reason}")
+        return arch

@@ -11,7 +11,7 @@ import numpy as np
 from hwnas.errors import InputError, TableError
 from hwnas.families.base import Family
 
-__all__ = ["table_codes", "stats_frame", "MIN_R", "MAX_R"]
+__all__ = ["table_codes", "stats_frame", "read_archs", "archs_frame", "MIN_R", "MAX_R"]
 
 MIN_R, MAX_R = 16, 512  # resolutions a table may hold (as `hwnas.space.SearchSpace.for_tables`)
 
@@ -78,3 +78,35 @@ def stats_frame(family: Family, df, width_mult: float | None = None, n_classes: 
     out["params"] = np.asarray(params, dtype=np.int64)
     out["macs"] = np.asarray(macs, dtype=np.int64)
     return out
+
+
+def read_archs(family: Family, path, space) -> list:
+    """The archs of a CSV/Parquet table of `family`'s flat rows, each within `space` (the
+    supernet's): one-line TableErrors naming row and column."""
+    from hwnas.space import read_table_frame
+
+    df = read_table_frame(path)
+    m = family.table_codes(df, str(path))
+    archs = space.from_matrix(m)
+    for i, arch in enumerate(archs):
+        reason = space.check(arch)
+        if reason:
+            raise TableError(f"{path} row {i + 1}: {reason}")
+    return archs
+
+
+def archs_frame(archs, extra=None):
+    """Flat rows of any family's archs (r, then the genes as values), plus `extra` columns."""
+    import pandas as pd
+
+    rows = []
+    for a in archs:
+        d = a.to_ofa_dict()
+        row = {"r": d.pop("r")[0]}
+        for group, values in d.items():
+            row.update({f"{group}_{i}": v for i, v in enumerate(values)})
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    for k, v in dict(extra or {}).items():
+        df[k] = list(v)
+    return df

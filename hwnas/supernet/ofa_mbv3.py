@@ -179,6 +179,17 @@ class OFAMobileNetV3(ElasticMBConvChain, _MBV3Network):
         init_weights(self)
         set_bn_param(self, bn_momentum, bn_eps)
 
+    @property
+    def family(self):
+        """This network's `hwnas.families.Family` (ofa-mbv3), as every family's supernet has."""
+        from hwnas.families import get_family
+
+        return get_family("ofa-mbv3")
+
+    @property
+    def width_mult(self) -> float:
+        return self.space.width_mult
+
     # -- active subnet ------------------------------------------------------------------------
     def _check_arch(self, arch: Arch | Mapping[str, Any]) -> Arch:
         if isinstance(arch, Mapping):  # Once-for-All's arch dict plus "r"

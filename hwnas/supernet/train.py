@@ -35,12 +35,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from hwnas.distributed import dist_info, init_distributed
 from hwnas.errors import CheckpointError, ConfigError, InputError
 from hwnas.fileio import atomic_write_json, atomic_write_text
-from hwnas.space import Arch, SearchSpace
+from hwnas.space import Arch
 from hwnas.supernet.data import DataConfig, build_loaders, resize_batch
 
 __all__ = ["PhaseConfig", "TrainConfig", "Phase", "build_phases", "train_supernet", "load_train_config"]
 
-PHASES = ("full", "kernel", "depth", "expand")
+PHASES = ("full", "kernel", "depth", "expand", "width")  # a family runs the ones it has
 
 
 class PhaseConfig(BaseModel):
@@ -54,6 +54,7 @@ class TrainConfig(BaseModel):
     """Everything `hwnas train` needs; loaded from YAML, overridable with --set key=value."""
 
     model_config = ConfigDict(extra="forbid")
+    family: str = "ofa-mbv3"  # hwnas.families registry name
     data: DataConfig = Field(default_factory=DataConfig)
     space: dict[str, Any] = Field(default_factory=lambda: {"r": "32:64:4"})
     dropout: float = 0.1
@@ -91,8 +92,20 @@ class TrainConfig(BaseModel):
             raise ValueError("the 'full' phase is required: later phases distil from it")
         return v
 
-    def search_space(self) -> SearchSpace:
-        return SearchSpace.from_dict(self.space)
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, v: str) -> str:
+        from hwnas.families import family_names
+
+        if v not in family_names():
+            raise ValueError(f"unknown family {v!r}; hwnas knows {', '.join(family_names())}")
+        return v
+
+    def search_space(self):
+        """The family's space (`SearchSpace` for ofa-mbv3, `FamilySpace` otherwise)."""
+        from hwnas.families import get_family
+
+        return get_family(self.family).space_from_dict(self.space)
 
 
 def load_train_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
@@ -148,34 +161,45 @@ class Phase:
     epochs: int
     lr: float
     warmup_epochs: float
-    space: SearchSpace
+    space: Any  # the family's space: SearchSpace (ofa-mbv3) or FamilySpace
     distill: bool
     sort_channels_first: bool = False
 
 
 def build_phases(cfg: TrainConfig) -> list[Phase]:
+    """Progressive shrinking for the config's family: "full" trains the largest network; each of
+    the family's phases (`Family.shrink_phases`: kernel, depth, expand for the MobileNets; depth,
+    expand, width for ResNet50) then makes its gene group elastic while later groups stay at their
+    largest choice. Depth/expand/width phases first open the two largest choices, then all; the
+    expand phase sorts channels by importance first. A phase the config does not set takes the
+    "expand" phase's settings."""
+    from hwnas.families import get_family
+
+    family = get_family(cfg.family)
     space = cfg.search_space()
-    ks, e, d = space.ks_choices, space.e_choices, space.d_choices
-    top = lambda c: c[-2:]  # noqa: E731 - the two largest choices
-    sub = lambda **kw: SearchSpace.from_dict({**space.to_dict(), **kw})  # noqa: E731
+    full = space.to_dict()
+    largest = {group: [max(full[group])] for _, group in family.shrink_phases}
+    sub = lambda **kw: family.space_from_dict({**full, **kw})  # noqa: E731
     phases: list[Phase] = []
 
-    def add(name: str, pc: PhaseConfig, s: SearchSpace, epochs: int, first: bool = False) -> None:
+    def add(name: str, pc: PhaseConfig, s, epochs: int, first: bool = False) -> None:
         if epochs > 0:
             phases.append(Phase(name, epochs, pc.lr, pc.warmup_epochs, s, name != "full", first))
 
     pc = cfg.phases["full"]
-    add("full", pc, sub(ks=[max(ks)], e=[max(e)], d=[max(d)]), pc.epochs)
-    if (pc := cfg.phases.get("kernel")) is not None:
-        add("kernel", pc, sub(e=[max(e)], d=[max(d)]), pc.epochs)
-    if (pc := cfg.phases.get("depth")) is not None:
-        half = pc.epochs // 2 if len(d) > 2 else 0
-        add("depth-1", pc, sub(e=[max(e)], d=list(top(d))), half)
-        add("depth-2", pc, sub(e=[max(e)]), pc.epochs - half)
-    if (pc := cfg.phases.get("expand")) is not None:
-        half = pc.epochs // 2 if len(e) > 2 else 0
-        add("expand-1", pc, sub(e=list(top(e))), half, first=True)
-        add("expand-2", pc, space, pc.epochs - half, first=half == 0)
+    add("full", pc, sub(**largest), pc.epochs)
+    for i, (name, group) in enumerate(family.shrink_phases):
+        pc = cfg.phases.get(name) or cfg.phases.get("expand")
+        if pc is None:
+            continue
+        later = {g: largest[g] for _, g in family.shrink_phases[i + 1:]}
+        sorts = name == "expand"
+        if name == "kernel":
+            add(name, pc, sub(**later), pc.epochs, first=sorts)
+            continue
+        half = pc.epochs // 2 if len(full[group]) > 2 else 0
+        add(f"{name}-1", pc, sub(**later, **{group: sorted(full[group])[-2:]}), half, first=sorts)
+        add(f"{name}-2", pc, sub(**later), pc.epochs - half, first=sorts and half == 0)
     return phases
 
 
@@ -286,7 +310,7 @@ def _train_supernet(cfg: TrainConfig, out: Path,
     from hwnas.supernet.bn import evaluate, recalibrate_bn
     from hwnas.supernet.data import calibration_loader
     from hwnas.supernet.checkpoint import load_checkpoint, load_checkpoint_meta, save_checkpoint
-    from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
+    from hwnas.families import get_family
 
     rank, world = dist_info()
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu")
@@ -299,7 +323,8 @@ def _train_supernet(cfg: TrainConfig, out: Path,
     phases = build_phases(cfg)
     loaders = build_loaders(cfg.data)
     calib = calibration_loader(loaders.train, n_images=cfg.bn_batches * cfg.data.batch_size, seed=cfg.seed)
-    model = OFAMobileNetV3(space, n_classes=loaders.n_classes, dropout=cfg.dropout).to(device)
+    family = get_family(cfg.family)
+    model = family.supernet_for(space, loaders.n_classes, cfg.dropout).to(device)
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(_param_groups(model, cfg.weight_decay), lr=phases[0].lr,
@@ -308,7 +333,7 @@ def _train_supernet(cfg: TrainConfig, out: Path,
     scaler = torch.amp.GradScaler("cuda", enabled=amp)
 
     ckpt, teacher_ckpt = out / "supernet", out / "teacher"
-    meta = {"space": space.to_dict(),
+    meta = {"family": cfg.family, "space": space.to_dict(),
             "n_classes": loaders.n_classes, "class_names": loaders.class_names,
             "dataset": cfg.data.name, "mean": loaders.mean, "std": loaders.std}
     state = {"phase_index": 0, "epoch": 0, "step": 0, "done": False}
@@ -331,7 +356,7 @@ def _train_supernet(cfg: TrainConfig, out: Path,
     def load_teacher() -> nn.Module:
         t = copy.deepcopy(model)
         load_checkpoint(teacher_ckpt, t)
-        t.set_max_net()
+        t.set_active_subnet(space.max_arch())
         return t.eval().requires_grad_(False)
 
     def save(final: bool = False) -> None:
@@ -357,7 +382,8 @@ def _train_supernet(cfg: TrainConfig, out: Path,
         phase = phases[state["phase_index"]]
         if phase.distill and teacher is None:
             teacher = load_teacher()
-        if phase.sort_channels_first and state["epoch"] == 0 and state["step"] == 0:
+        if phase.sort_channels_first and state["epoch"] == 0 and state["step"] == 0 \
+                and hasattr(model, "sort_channels"):
             model.sort_channels()
         while state["epoch"] < phase.epochs:
             epoch_stats = _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler,
@@ -396,7 +422,10 @@ _EXECUTION_KEYS = ("threads",)
 
 
 def _recipe(config: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if config is None else {k: v for k, v in config.items() if k not in _EXECUTION_KEYS}
+    if config is None:
+        return None
+    config = {"family": "ofa-mbv3", **config}  # runs from before families were ofa-mbv3
+    return {k: v for k, v in config.items() if k not in _EXECUTION_KEYS}
 
 
 def _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler, loaders, device,

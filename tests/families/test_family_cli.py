@@ -165,3 +165,29 @@ def test_a_run_of_another_family_is_refused_with_one_line(imported, tmp_path, ca
                       "--device", "cpu-ort", "--samples", "10")
     assert code == 2 and len(lines) == 1 and "ofa-resnet50 supernet" in lines[0], lines
     assert not (tmp_path / "run").exists()
+
+
+def test_supernet_eval_takes_any_familys_table(imported, tmp_path, capsys):
+    """`hwnas supernet eval --checkpoint STEM --table CSV --data ...` on a ResNet50 supernet: the
+    table in its own columns (expand ratios as values), rows with top-1 back in the same layout."""
+    from PIL import Image
+
+    _, _, stem = imported["ofa-resnet50"]
+    fam = get_family("ofa-resnet50")
+    for split, n in (("train", 3), ("val", 1)):
+        for name in ("1", "2"):
+            (tmp_path / "img" / split / name).mkdir(parents=True)
+            for i in range(n):
+                Image.fromarray(np.full((40, 40, 3), 60 * int(name), np.uint8)).save(
+                    tmp_path / "img" / split / name / f"{i}.png")
+    rows = [dict(zip(fam.flat_columns(), row)) for row in fam.sample_matrix(2, np.random.default_rng(1), [128])]
+    for row in rows:
+        for j in range(18):
+            row[f"e_{j}"] = fam.gene_groups()[1].choices[row[f"e_{j}"]]
+    pd.DataFrame(rows).to_csv(tmp_path / "t.csv", index=False)
+    code, lines = cli(capsys, "supernet", "eval", "--checkpoint", str(stem), "--table", str(tmp_path / "t.csv"),
+                      "--data", f"imagefolder:{tmp_path / 'img'}", "--split", "test", "--out", str(tmp_path / "o.csv"))
+    assert code == 0, lines
+    out = pd.read_csv(tmp_path / "o.csv")
+    assert list(out.columns) == list(fam.flat_columns()) + ["top1", "loss"] and len(out) == 2
+    assert out["e_0"].isin([0.2, 0.25, 0.35]).all() and out["top1"].between(0, 100).all()

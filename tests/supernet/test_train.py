@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from safetensors.torch import load_file
 
 from hwnas.supernet.checkpoint import load_checkpoint, load_checkpoint_meta
@@ -130,3 +131,24 @@ def test_torchrun_two_cpu_processes(tmp_path):
     assert (out / "ddp.json").exists()
     info = json.loads((out / "ddp.json").read_text())
     assert info["world_size"] == 2 and info["backend"] == "gloo"
+
+
+@pytest.mark.parametrize("family, expected", [
+    ("ofa-proxyless", ["full", "kernel", "depth-1", "depth-2", "expand-1", "expand-2"]),
+    ("ofa-resnet50", ["full", "depth-1", "depth-2", "expand-1", "expand-2", "width-1", "width-2"]),
+])
+def test_other_families_train_with_their_own_phases(family, expected, tmp_path):
+    """`hwnas train --family F`: progressive shrinking over the phases the family has (ResNet50:
+    depth, expand, width; no kernel), a checkpoint that names its family and loads back."""
+    from hwnas.supernet.pretrained import load_supernet
+
+    cfg = load_train_config(None, [*TINY, f"family={family}", "phases.width={epochs: 2, lr: 0.01}",
+                                   "max_steps_per_epoch=1", "data.batch_size=8"])
+    assert [p.name for p in build_phases(cfg)] == expected
+    summary = train_supernet(cfg, tmp_path)
+    assert [rec["phase"] for rec in summary["log"]] == expected
+    assert all(0 <= rec["val_top1_max"] <= 100 for rec in summary["log"])
+    model, meta = load_supernet(tmp_path / "supernet")
+    assert meta["family"] == family and model.family.name == family and meta["n_classes"] == 10
+    sub = model.get_subnet(cfg.search_space().sample(1, 0)[0])
+    assert sub(torch.randn(2, 3, 32, 32)).shape == (2, 10)

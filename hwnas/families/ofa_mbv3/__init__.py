@@ -23,6 +23,7 @@ class OFAMobileNetV3Family(Family):
     title = "OFA-MobileNetV3"
     widths = (1.0, 1.2)
     published = {1.0: "ofa_mbv3_d234_e346_k357_w1.0", 1.2: "ofa_mbv3_d234_e346_k357_w1.2"}
+    shrink_phases = (("kernel", "ks"), ("depth", "d"), ("expand", "e"))
     any_width = True  # the plan is width-parametric; 1.0 and 1.2 are the published supernets
 
     def gene_groups(self) -> tuple[GeneGroup, ...]:

@@ -42,6 +42,7 @@ class OFAProxylessFamily(Family):
     #: 1.3 is the published supernet; the layout is width-parametric, 1.0 is OFA's default width
     widths = (1.3, 1.0)
     published = {1.3: "ofa_proxyless_d234_e346_k357_w1.3"}
+    shrink_phases = (("kernel", "ks"), ("depth", "d"), ("expand", "e"))
 
     # -- genes ------------------------------------------------------------------------------
     def gene_groups(self) -> tuple[GeneGroup, ...]:

@@ -51,6 +51,7 @@ class OFAResNet50Family(Family):
     title = "OFA-ResNet50"
     widths = (1.0,)
     published = {1.0: "ofa_resnet50"}
+    shrink_phases = (("depth", "d"), ("expand", "e"), ("width", "w"))
 
     # -- genes ----------------------------------------------------------------------------
     def gene_groups(self) -> tuple[GeneGroup, ...]:
