@@ -17,6 +17,7 @@ import torch.nn as nn
 
 from hwnas.errors import InputError
 from hwnas.families.base import check_head_args
+from hwnas.families.mbconv import BlockSpec
 from hwnas.space import MAX_DEPTH, N_STAGES, PAD_E, PAD_KS, Arch, SearchSpace
 from hwnas.supernet.elastic import ElasticMBConvChain
 from hwnas.supernet.layers import (
@@ -58,20 +59,6 @@ class MBV3Plan:
     stages: tuple[StageSpec, ...]
     final_expand: int
     feature_mix: int
-
-
-@dataclass(frozen=True)
-class BlockSpec:
-    """One searchable block: its stage, index in the stage, slot in an `Arch`, widths, stride."""
-
-    stage: int
-    index: int
-    slot: int
-    in_channels: int
-    out_channels: int
-    stride: int
-    act: str
-    use_se: bool
 
 
 @functools.lru_cache(maxsize=None)
@@ -135,7 +122,7 @@ class MobileNetV3Subnet(_MBV3Network):
             k, e = arch.ks[b.slot], arch.e[b.slot]
             layer = MBConv(b.in_channels, b.out_channels, k, b.stride, expand_channels(b.in_channels, e),
                            b.act, b.use_se)
-            blocks.append(ResidualBlock(layer, b.stride == 1 and b.in_channels == b.out_channels))
+            blocks.append(ResidualBlock(layer, b.residual))
         self.blocks = nn.ModuleList(blocks)
         init_weights(self)
         set_bn_param(self, bn_momentum, bn_eps)
@@ -172,7 +159,7 @@ class OFAMobileNetV3(ElasticMBConvChain, _MBV3Network):
                 self.block_group_info.append(list(range(len(blocks), len(blocks) + n)))
             layer = DynamicMBConv(b.in_channels, b.out_channels, self.space.ks_choices,
                                   self.space.e_choices, b.stride, b.act, b.use_se)
-            blocks.append(ResidualBlock(layer, b.stride == 1 and b.in_channels == b.out_channels))
+            blocks.append(ResidualBlock(layer, b.residual))
         self.blocks = nn.ModuleList(blocks)
         self.runtime_depth = [n] * N_STAGES
         self._active_r = max(self.space.r_choices)

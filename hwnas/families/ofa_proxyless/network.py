@@ -17,6 +17,7 @@ import torch.nn as nn
 from hwnas.errors import InputError
 from hwnas.families.base import GeneArch, check_head_args
 from hwnas.families.ofa_proxyless.plan import (
+    ACT,
     BN_EPS,
     BN_MOMENTUM,
     N_STAGES,
@@ -39,7 +40,6 @@ from hwnas.supernet.layers import (
 
 __all__ = ["ProxylessNASSubnet", "OFAProxylessNASNets"]
 
-_ACT = "relu6"  # ProxylessNAS uses ReLU6 everywhere
 
 
 def _family():
@@ -56,13 +56,13 @@ class _ProxylessNetwork(nn.Module):
         never a shortcut in OFA's ProxylessNAS, whatever the widths)."""
         check_head_args(n_classes, dropout)
         self.plan, self.width_mult, self.n_classes, self.dropout = plan, plan.width_mult, n_classes, dropout
-        self.first_conv = conv_bn_act(3, plan.stem, 3, stride=2, act=_ACT)
-        self.feature_mix_layer = conv_bn_act(plan.stage_widths[-1], plan.feature_mix, 1, act=_ACT)
+        self.first_conv = conv_bn_act(3, plan.stem, 3, stride=2, act=ACT)
+        self.feature_mix_layer = conv_bn_act(plan.stage_widths[-1], plan.feature_mix, 1, act=ACT)
         self.classifier = nn.Sequential(OrderedDict([
             ("dropout", nn.Dropout(dropout)),
             ("linear", nn.Linear(plan.feature_mix, n_classes)),
         ]))
-        first = MBConv(plan.stem, plan.first_block, 3, 1, plan.stem, _ACT, False, expand=False)
+        first = MBConv(plan.stem, plan.first_block, 3, 1, plan.stem, ACT, False, expand=False)
         return ResidualBlock(first, residual=False)
 
     def _finish(self, bn_momentum: float | None, bn_eps: float) -> None:
@@ -88,7 +88,7 @@ class ProxylessNASSubnet(_ProxylessNetwork):
         blocks = [self._build_fixed(proxyless_plan(arch.w), n_classes, dropout)]
         for b in iter_blocks(self.plan, arch.group("d")):
             layer = MBConv(b.in_channels, b.out_channels, ks[b.slot], b.stride,
-                           expand_channels(b.in_channels, e[b.slot]), _ACT, False)
+                           expand_channels(b.in_channels, e[b.slot]), b.act, b.use_se)
             blocks.append(ResidualBlock(layer, b.residual))
         self.blocks = nn.ModuleList(blocks)
         self._finish(bn_momentum, bn_eps)
@@ -120,7 +120,7 @@ class OFAProxylessNASNets(ElasticMBConvChain, _ProxylessNetwork):
             if b.index == 0:
                 self.block_group_info.append(list(range(len(blocks), len(blocks) + STAGE_DEPTHS[b.stage])))
             layer = DynamicMBConv(b.in_channels, b.out_channels, self.ks_choices, self.e_choices, b.stride,
-                                  _ACT, False)
+                                  b.act, b.use_se)
             blocks.append(ResidualBlock(layer, b.residual))
         self.blocks = nn.ModuleList(blocks)
         self.runtime_depth = list(STAGE_DEPTHS)

@@ -15,10 +15,13 @@ import functools
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
+from hwnas.families.mbconv import BlockSpec
+
 __all__ = ["BASE_WIDTHS", "STAGE_STRIDES", "STAGE_DEPTHS", "MAX_DEPTH", "N_STAGES", "N_SLOTS",
-           "BN_MOMENTUM", "BN_EPS", "ProxylessPlan", "BlockSpec", "proxyless_plan", "slot", "iter_blocks",
+           "BN_MOMENTUM", "BN_EPS", "ACT", "ProxylessPlan", "BlockSpec", "proxyless_plan", "slot", "iter_blocks",
            "ofa_layout"]
 
+ACT = "relu6"  # ProxylessNAS uses ReLU6 everywhere, and no squeeze-and-excitation
 # OFA's "ProxylessNAS stage width": stem, first block, 6 stages, feature mix.
 BASE_WIDTHS = (32, 16, 24, 40, 80, 96, 192, 320, 1280)
 STAGE_STRIDES = (2, 2, 2, 1, 2, 1)
@@ -43,22 +46,6 @@ class ProxylessPlan:
     feature_mix: int
 
 
-@dataclass(frozen=True)
-class BlockSpec:
-    """One searchable block: its stage, index in the stage, gene slot, widths and stride."""
-
-    stage: int
-    index: int
-    slot: int
-    in_channels: int
-    out_channels: int
-    stride: int
-
-    @property
-    def residual(self) -> bool:
-        return self.stride == 1 and self.in_channels == self.out_channels
-
-
 @functools.lru_cache(maxsize=None)
 def proxyless_plan(width_mult: float) -> ProxylessPlan:
     from hwnas.channels import make_divisible
@@ -77,7 +64,7 @@ def iter_blocks(plan: ProxylessPlan, depths: Sequence[int]) -> Iterator[BlockSpe
     in_channels = plan.first_block
     for s, (width, stride) in enumerate(zip(plan.stage_widths, STAGE_STRIDES)):
         for j in range(min(int(depths[s]), STAGE_DEPTHS[s])):
-            yield BlockSpec(s, j, slot(s, j), in_channels, width, stride if j == 0 else 1)
+            yield BlockSpec(s, j, slot(s, j), in_channels, width, stride if j == 0 else 1, ACT, False)
             in_channels = width
 
 
