@@ -621,6 +621,7 @@ def search_cmd(
                                          "(1 + margin + 2 x its standard error) is within the budget."),
     accuracy_risk: float = typer.Option(1.0, "--accuracy-risk", help="Search on predicted top-1 minus this many "
                                         "sigmas of the predictor's uncertainty (0: the prediction alone)."),
+    plot: bool = typer.Option(True, "--plot/--no-plot", help="Write pareto.png (about 0.3-0.7 s)."),
 ) -> None:
     """Search the accuracy/latency Pareto front under a latency budget, then verify on the device:
     top-1 on the test split and latency with margin for measurement noise."""
@@ -648,7 +649,7 @@ def search_cmd(
                          devices_file=devices_file, progress=bar, objectives=objectives, max_macs=max_macs,
                          max_params=max_params, population=population, generations=generations,
                          n_trials=trials, accuracy_samples=accuracy_samples, accuracy_checks=accuracy_checks,
-                         latency_margin=latency_margin, accuracy_risk=accuracy_risk)
+                         latency_margin=latency_margin, accuracy_risk=accuracy_risk, plot=plot)
     _print_best(res)
     if not res.ok:
         raise typer.Exit(1)

@@ -89,18 +89,18 @@ def page_overview(files: data.RunFiles) -> None:
     c = st.columns(4)
     c[0].metric("Best subnet", best.get("id") or "—",
                 help="search.json's first pick: measured within budget when the search was verified.")
-    c[1].metric("Best: top-1 predicted / measured (test)",
-                f"{_num(best.get('top1_pred'))} / {_num(best.get('measured_top1'))} %")
-    c[2].metric("Best: latency predicted / measured",
-                f"{_num(best.get('ms_pred'), '.3f')} / {_num(best.get('measured_ms'), '.3f')} ms")
+    c[1].metric("Best: top-1 predicted", _num(best.get("top1_pred"), ".2f", " %"))
+    c[2].metric("Best: top-1 measured (test)", _num(best.get("measured_top1"), ".2f", " %"))
     c[3].metric("Accuracy predictor, held-out MAE",
                 _num(acc.get("oof_mae"), ".2f", " %") if acc else "—",
                 help=f"{acc.get('folds')}-fold out-of-fold on {acc.get('oof_n')} subnets" if acc else None)
     n_ok = int((exports["status"] == "verified").sum()) if not exports.empty else 0
     c = st.columns(4)
-    c[0].metric("Exports (verified / all)", f"{n_ok} / {len(exports)}")
-    c[1].metric("Search", f"{h['algo'] or '—'}, {'verified' if h['verified'] else 'not verified'}")
-    c[2].metric("Search id", h["search_id"] or "—")
+    c[0].metric("Best: latency predicted", _num(best.get("ms_pred"), ".3f", " ms"))
+    c[1].metric("Best: latency measured", _num(best.get("measured_ms"), ".3f", " ms"))
+    c[2].metric("Exports (verified / all)", f"{n_ok} / {len(exports)}")
+    c[3].metric(f"Search ({h['algo'] or '—'})", "verified" if h["verified"] else "not verified",
+                help=f"search id {h['search_id']}")
     for _, e in exports.iterrows():
         if e["flags"] != "ok":
             st.warning(f"Export `{e['bundle']}`: {e['flags']}.")
@@ -410,10 +410,11 @@ def page_subnet(files: data.RunFiles) -> None:
         pool = pool.assign(_e=~pool["id"].isin(exported)).sort_values("_e", kind="stable")
     ids = list(pool["id"])
     wanted = st.session_state.pop("subnet_wanted", None)
+    if st.session_state.get("subnet_id") not in ids or st.session_state.get("_order_seen", order) != order:
+        st.session_state["subnet_id"] = ids[0]  # a new order starts at its top
+    st.session_state["_order_seen"] = order
     if wanted in ids:
         st.session_state["subnet_id"] = wanted
-    if st.session_state.get("subnet_id") not in ids:
-        st.session_state["subnet_id"] = ids[0]
     labels = {r["id"]: _label(r) for _, r in pool.iterrows()}
     chosen = st.selectbox("Subnet (type to search by id, accuracy or latency)", ids, key="subnet_id",
                           format_func=lambda i: labels.get(i, i))

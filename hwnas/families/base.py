@@ -221,7 +221,10 @@ class Family(ABC):
             return self.default_width
         if not isinstance(width_mult, bool) and isinstance(width_mult, (int, float, np.integer, np.floating)):
             w = float(width_mult)
-            if self.any_width and 0 < w < 16:
+            if self.any_width and not 0 < w < 16:
+                raise InputError(f"--width-mult must be positive (and below 16), got {width_mult}; "
+                                 f"{self.name} publishes " + " and ".join(str(x) for x in self.widths))
+            if self.any_width:
                 return w
             for known in self.widths:
                 if abs(w - known) < 1e-9:

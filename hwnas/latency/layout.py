@@ -22,8 +22,9 @@ import numpy as np
 
 from hwnas.errors import InputError
 from hwnas.space import FLAT_COLUMNS, MAX_DEPTH, N_SLOTS, N_STAGES, Arch, SearchSpace
-from hwnas.supernet.layers import expand_channels, se_channels
-from hwnas.supernet.ofa_mbv3 import BlockSpec, iter_blocks, mbv3_plan
+from hwnas.channels import expand_channels, se_channels
+from hwnas.families.mbconv import BlockSpec
+from hwnas.families.ofa_mbv3.plan import iter_blocks, mbv3_plan
 
 if TYPE_CHECKING:
     import pandas as pd

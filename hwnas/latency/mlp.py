@@ -75,10 +75,7 @@ def mlp_forward(models: list[Weights], x: np.ndarray, chunk: int = 16384) -> np.
     Evaluated in float32 in row chunks (cache-sized): 100k archs in a fraction of a second; the
     arithmetic is deterministic, so a loaded model predicts bit-identically."""
     n_layers = len(models[0])
-    # the ensemble's first layers side by side: one wide matmul instead of one per member
-    w0 = np.concatenate([w[0][0] for w in models], axis=1).astype(np.float32)
-    b0 = np.concatenate([w[0][1] for w in models]).astype(np.float32)
-    rest = [[(w.astype(np.float32), b.astype(np.float32)) for w, b in ws[1:]] for ws in models]
+    w0, b0, rest = _float32_weights(models)
     hidden = models[0][0][0].shape[1]
     out = np.empty(len(x))
     for lo in range(0, len(x), chunk):
@@ -94,6 +91,27 @@ def mlp_forward(models: list[Weights], x: np.ndarray, chunk: int = 16384) -> np.
             total += h[:, 0]
         out[lo:lo + chunk] = total / len(models)
     return out
+
+
+_F32: dict[int, tuple] = {}
+
+
+def _float32_weights(models: list[Weights]) -> tuple[np.ndarray, np.ndarray, list]:
+    """The ensemble's weights as `mlp_forward` uses them (first layers side by side: one wide
+    matmul instead of one per member; float32), converted once per weight set rather than per call
+    (a search calls the model ~500 times). Keyed by the arrays' identities, kept alive with them."""
+    key = id(models)
+    hit = _F32.get(key)
+    if hit is not None and len(hit[0]) == len(models) and all(
+            a is b for m_old, m_new in zip(hit[0], models) for (a, _), (b, _) in zip(m_old, m_new)):
+        return hit[1]
+    w0 = np.concatenate([w[0][0] for w in models], axis=1).astype(np.float32)
+    b0 = np.concatenate([w[0][1] for w in models]).astype(np.float32)
+    rest = [[(w.astype(np.float32), b.astype(np.float32)) for w, b in ws[1:]] for ws in models]
+    if len(_F32) > 64:
+        _F32.clear()
+    _F32[key] = ([list(m) for m in models], (w0, b0, rest))
+    return w0, b0, rest
 
 
 def pack_models(models: list[Weights], prefix: str) -> dict[str, np.ndarray]:

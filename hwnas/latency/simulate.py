@@ -20,8 +20,8 @@ import numpy as np
 
 from hwnas.errors import InputError
 from hwnas.latency.layout import SlotGather, as_matrix, slot_sizes, slot_specs
-from hwnas.supernet.layers import expand_channels, se_channels
-from hwnas.supernet.ofa_mbv3 import mbv3_plan
+from hwnas.channels import expand_channels, se_channels
+from hwnas.families.ofa_mbv3.plan import mbv3_plan
 
 __all__ = ["GpuModel", "GPUS", "simulate_latency"]
 

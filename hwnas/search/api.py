@@ -142,7 +142,8 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
                study_name: str | None = None, accuracy_samples: int = 1000, protocol=None,
                measure: Measure | None = None, max_measure: int | None = None,
                measure_accuracy: AccuracyMeasure | None = None, accuracy_checks: int | None = None,
-               latency_margin: float = DEFAULT_MARGIN, accuracy_risk: float = 1.0) -> SearchResult:
+               latency_margin: float = DEFAULT_MARGIN, accuracy_risk: float = 1.0,
+               plot: bool = True) -> SearchResult:
     """Search the run's supernet for subnets meeting `latency_ms` on `device` (or one budget per
     device in a list) and write pareto.csv, search.json and pareto.png into the run.
 
@@ -174,12 +175,16 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
                       n_classes=run.n_classes, max_macs=max_macs, max_params=max_params,
                       accuracy_risk=accuracy_risk)
     fastest = problem.check_budgets()
+    t = time.perf_counter()
+    problem.prepare()  # the fused tables: built once, before the search clock starts
+    prepare_s = time.perf_counter() - t
 
     t = time.perf_counter()
     outcome, settings = _run_algorithm(problem, algo, pareto, run_dir=run_dir, seed=seed, workers=workers,
                                        storage=storage, population=population, generations=generations,
                                        n_trials=n_trials, study_name=study_name, progress=progress)
     search_s, counters = time.perf_counter() - t, problem.counters()
+    split = problem.time_split(search_s)
     feasible, table, on_front, cand = _candidates(problem, outcome.archive, pareto, top_k, fastest)
 
     t = time.perf_counter()
@@ -212,8 +217,9 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
         "front_size": int(on_front.sum()), "feasible_scored": int(len(feasible)),
         "scored": int(len(outcome.archive)), **counters,
         "wall_s": round(time.perf_counter() - t0, 3), "search_s": round(search_s, 3),
-        "verify_s": round(verify_s, 3), "fastest_predicted_ms": fastest, "tabulated_costs": problem.tabulated(),
-        "cost_paths": problem.cost_paths(),
+        "verify_s": round(verify_s, 3), "prepare_s": round(prepare_s, 3), "fastest_predicted_ms": fastest, "tabulated_costs": problem.tabulated(),
+        "cost_paths": problem.cost_paths(), "fast_paths": problem.fast_paths(),
+        "time_split": split,
         "measured": ver.n_measured, "accepted": len(ver.accepted),
         "first_try_within_budget": first_try,
         "best_top1_objective": float(feasible.cols[TOP1].max()),
@@ -227,7 +233,8 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     doc = _report(problem, devices, budgets, settings, metrics, best, ver, outcome, accuracy, storage, pareto,
                   top_k, seed, verify, verification)
     paths = _write(run_dir, front, doc, feasible, devices, budgets,
-                   title=f"{settings.get('mode', settings['algo'])}: accuracy vs latency on {devices[0]}")
+                   title=f"{settings.get('mode', settings['algo'])}: accuracy vs latency on {devices[0]}",
+                   plot=plot)
     return SearchResult(run_dir, algo, devices, budgets, best, front, metrics, ver.records, paths,
                         _message(verify, top_k, len(ver.accepted), ver, budgets),
                         getattr(accuracy, "meta", {}).get("metrics") or {})
@@ -406,14 +413,15 @@ def _report(problem: Problem, devices: list[str], budgets: dict[str, float], set
 
 
 def _write(run_dir: Path, front, doc: dict[str, Any], feasible: Batch, devices: list[str],
-           budgets: dict[str, float], title: str) -> dict[str, Path]:
+           budgets: dict[str, float], title: str, plot: bool = True) -> dict[str, Path]:
     """pareto.csv, search.json and pareto.png as one unit: all three are written to temporary
     files, then renamed together under the run's search lock, so no reader and no concurrent
-    search sees one search's table beside another's report. Both files carry `search_id`."""
-    from hwnas.search.plot import plot_front, reference_models
-
-    paths = {"pareto_csv": run_dir / PARETO_CSV, "search_json": run_dir / SEARCH_JSON,
-             "pareto_png": run_dir / PARETO_PNG}
+    search sees one search's table beside another's report. Both files carry `search_id`.
+    Without `plot` (drawing it is most of the writing time: ~0.2-0.7 s) no pareto.png is written
+    and an earlier search's is removed, so the files present always belong together."""
+    paths = {"pareto_csv": run_dir / PARETO_CSV, "search_json": run_dir / SEARCH_JSON}
+    if plot:
+        paths["pareto_png"] = run_dir / PARETO_PNG
     search_id = uuid.uuid4().hex[:12]
     first = devices[0]
     step = max(1, len(feasible) // 5000)
@@ -423,9 +431,14 @@ def _write(run_dir: Path, front, doc: dict[str, Any], feasible: Batch, devices: 
         stack.enter_context(run_lock(run_dir, "search"))  # entered first, released after the renames
         tmp = {k: stack.enter_context(atomic_path(p, suffix=p.suffix)) for k, p in paths.items()}
         front.assign(search_id=search_id).to_csv(tmp["pareto_csv"], index=False)
-        plot_front(tmp["pareto_png"], front[front["on_front"] | front["verified"]], device=first,
-                   budget_ms=budgets[first], explored=explored, references=reference_models(run_dir, first),
-                   title=title)
+        if plot:
+            from hwnas.search.plot import plot_front, reference_models
+
+            plot_front(tmp["pareto_png"], front[front["on_front"] | front["verified"]], device=first,
+                       budget_ms=budgets[first], explored=explored,
+                       references=reference_models(run_dir, first), title=title)
+        else:
+            (run_dir / PARETO_PNG).unlink(missing_ok=True)
         doc = {"search_id": search_id, **doc, "files": {k: p.name for k, p in paths.items()}}
         tmp["search_json"].write_text(json.dumps(_plain(doc), indent=2))
     return paths

@@ -63,7 +63,7 @@ def _children(problem: Problem, parents: np.ndarray, n_mut: int, n_cross: int, r
             break
         k_mut, k_cross = _spares(n_mut, rates[0]), _spares(n_cross, rates[1])
         m = breed(space, parents, k_mut, k_cross, rng, s.mutate_prob)
-        c, v, idx = problem.costs_indexed(m)
+        c, v, idx = problem.costs_indexed(m, trusted=True)
         ok = v <= 0
         ok_mut, ok_cross = np.flatnonzero(ok[:k_mut]), np.flatnonzero(ok[k_mut:])
         if k_mut:

@@ -122,9 +122,10 @@ def unique_rows(m: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
-def _breed_consts(space: SearchSpace) -> tuple[np.ndarray, np.ndarray]:
+def _breed_consts(space: SearchSpace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the gene table flattened, each column's offset in it, each column's choice count as float)."""
     table, counts = _gene_table(space)
-    return table, counts
+    return table.ravel(), np.arange(len(counts)) * table.shape[1], counts.astype(np.float64)
 
 
 def breed(space: SearchSpace, parents: np.ndarray, k_mut: int, k_cross: int, rng: np.random.Generator,
@@ -138,15 +139,16 @@ def breed(space: SearchSpace, parents: np.ndarray, k_mut: int, k_cross: int, rng
     the parent, Y fresh random genes (which "use" every slot) and P the per-gene redraw (`prob`);
     for a crossover X and Y are two parents and P a fair coin per gene. That reproduces `mutate`
     (slots a new depth brings into use are random) and `crossover` exactly in distribution."""
-    table, counts = _breed_consts(space)
+    table, offset, counts = _breed_consts(space)
     k = k_mut + k_cross
     n_par, width = len(parents), parents.shape[1]
-    pick = rng.integers(0, n_par, size=(k, 2))
+    draw = rng.random((k, 2 * width + 2))  # every random number of the batch in one call
+    u = draw[:, :width]
+    fresh = table[(draw[:, width:2 * width] * counts).astype(np.intp) + offset]
+    pick = (draw[:, 2 * width:] * n_par).astype(np.intp)
     x = parents[pick[:, 0]]
-    fresh = table[np.arange(width), rng.integers(0, 1 << 30, size=(k, width)) % counts]
     y = fresh.copy()
     y[k_mut:] = parents[pick[k_mut:, 1]]
-    u = rng.random((k, width))
     thresh = np.empty((k, 1))
     thresh[:k_mut], thresh[k_mut:] = prob, 0.5
     p = u < thresh

@@ -18,12 +18,14 @@ def plot_front(path: str | Path, front, *, device: str, budget_ms: float, explor
     measured_ms; `explored`: optional (ms, top1) arrays of every scored feasible subnet;
     `references`: (name, measured ms) of reference models on the device (their accuracy on this
     task is unknown, so they are marked on the latency axis)."""
-    import matplotlib
+    # a bare Agg figure: pyplot's import (backend selection, figure manager) cost more than the
+    # drawing itself, and a file needs neither
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.5, 5), dpi=120)
+    fig = Figure(figsize=(7.5, 5), dpi=120)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     try:
         if explored is not None and len(explored[0]):
             ax.scatter(explored[0], explored[1], s=4, c="0.8", lw=0, label="explored (predicted)",
@@ -64,7 +66,7 @@ def plot_front(path: str | Path, front, *, device: str, budget_ms: float, explor
         with atomic_path(path, suffix=".png") as tmp:
             fig.savefig(tmp, format="png")
     finally:
-        plt.close(fig)
+        fig.clear()
     return Path(path)
 
 

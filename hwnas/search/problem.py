@@ -225,15 +225,17 @@ class Problem:
         cols, violation, _ = self.costs_indexed(m)
         return cols, violation
 
-    def costs_indexed(self, m: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, SlotIndex | None]:
+    def costs_indexed(self, m: np.ndarray, trusted: bool = False
+                      ) -> tuple[dict[str, np.ndarray], np.ndarray, SlotIndex | None]:
         """`costs`, plus the batch's `SlotIndex` (None off the fast path) for `top1` to reuse.
 
         On the fast path every cost column of every device reads one fused gather (exact tables
         and the additive parts of the latency models), then each model's few vector ops run on
-        the whole batch."""
+        the whole batch. `trusted`: `m` was bred by a search from this space's choices (in
+        canonical form), so the range checks are skipped."""
         t = _clock()
         fast = self._fast_path() if isinstance(m, np.ndarray) and len(m) else None
-        idx = fast.indexer(m) if fast is not None else None
+        idx = fast.indexer(m, trusted) if fast is not None else None
         if idx is not None:
             s = fast.table.gather(idx)
             cols = {k: post(s, m) for k, post in fast.posts.items()}
@@ -246,6 +248,10 @@ class Problem:
         self.cost_batches += 1
         self.cost_s += _clock() - t
         return cols, violation, idx
+
+    def prepare(self) -> None:
+        """Build the fused tables of the fast path now (else on the first batch)."""
+        self._fast_path()
 
     def _fast_path(self) -> "_FastPath | None":
         if self._fast is None:
@@ -282,6 +288,9 @@ class Problem:
     def _objective(self, m: np.ndarray, idx: SlotIndex | None = None) -> np.ndarray:
         risk = self.accuracy_risk > 0 and hasattr(self.accuracy, "predict_with_std")
         fast = self._fast_path() if idx is not None else None
+        if fast is not None and fast.ridge is not None:
+            mean, std = fast.ridge(idx)
+            return mean - self.accuracy_risk * std if risk else mean
         if fast is not None and fast.acc_table is not None:
             x = fast.acc_post(fast.acc_table.gather(idx))
             mean, std = self.accuracy.predict_features_with_std(x)
@@ -395,6 +404,9 @@ class Problem:
         fast = self._fast_path()
         return {"fused_gather": fast is not None, "fused_width": fast.table.width if fast else 0,
                 "costs": self.cost_paths(),
+                "accuracy": ("ridge pair tables" if fast is not None and fast.ridge is not None
+                             else "gathered features" if fast is not None and fast.acc_table is not None
+                             else "model"),
                 "accuracy_features": "gathered" if fast is not None and fast.acc_table is not None else "model"}
 
 
@@ -411,6 +423,7 @@ class _FastPath:
     limits: list[tuple[str, float]]
     acc_table: FusedTable | None = None
     acc_post: Callable[[np.ndarray], np.ndarray] | None = None
+    ridge: "_RidgeOneHot | None" = None
 
     @staticmethod
     def build(problem: Problem) -> "_FastPath | None":
@@ -450,7 +463,63 @@ class _FastPath:
             if t is not None:
                 fast.acc_table = FusedTable(space, [t])
                 fast.acc_post = lambda pre, fs=fs: features_from_pre(pre, fs)
+                if fs == "full" and getattr(acc, "kind", "") == "ridge":
+                    fast.ridge = _RidgeOneHot.build(acc, t, fast.indexer)
         return fast
+
+
+class _RidgeOneHot:
+    """A Bayesian ridge accuracy predictor on the one-hot ("full") features, as gathers.
+
+    Its features are one-hots summed over used blocks (r-independent per block) plus log MACs and
+    log params; standardised, ``x = z0[r] + sum over used slots of z[slot, k, e]`` for the one-hot
+    part. So the mean's one-hot share, its cross terms with the costs, and the posterior variance's
+    quadratic form ``x C x = sum_ij z_i C z_j`` are tables over (slot option, slot option): a batch
+    reads [n, 21, 21] numbers instead of building [n, 146] features and a [146, 146] product.
+    Same values as `predict_with_std` up to float re-association (~1e-12)."""
+
+    def __init__(self, acc, stride: int, n_local: int, g: np.ndarray, h: np.ndarray, costs: FusedTable,
+                 c_mean: np.ndarray, c_std: np.ndarray, beta_c: np.ndarray, cov_cc: np.ndarray) -> None:
+        self.acc, self.stride, self.n_local = acc, stride, n_local
+        self.g, self.h, self.costs = g, h, costs
+        self.c_mean, self.c_std, self.beta_c, self.cov_cc = c_mean, c_std, beta_c, cov_cc
+        self._g_flat = g.ravel()
+        self._n_z = g.shape[0]
+
+    @staticmethod
+    def build(acc, table, indexer: SlotIndexer) -> "_RidgeOneHot | None":
+        from hwnas.search.tabulate import VectorTable
+
+        block, fixed = table.block, table.fixed  # [n_r, 20, nk, ne, P], [n_r, P]
+        p = block.shape[-1] - 2  # one-hot columns; the last two are MACs and params
+        if not np.array_equal(block[:, ..., :p], np.broadcast_to(block[:1, ..., :p], block[..., :p].shape)):
+            return None  # one-hot blocks depend on the resolution: not this layout
+        mu, sd = np.asarray(acc.x_mean, np.float64), np.asarray(acc.x_std, np.float64)
+        cov, coef = np.asarray(acc.cov, np.float64), np.asarray(acc.coef, np.float64)
+        if cov.shape != (p + 2, p + 2) or len(mu) != p + 2:
+            return None
+        local = block[0, ..., :p].reshape(-1, p) / sd[:p]  # [20 * nk * ne, p]
+        z = np.concatenate([local, np.zeros((1, p)), (fixed[:, :p] - mu[:p]) / sd[:p]])
+        g = z @ cov[:p, :p] @ z.T
+        h = np.concatenate([z @ coef[:p, None], z @ cov[:p, p:]], axis=1)  # mean share, cross terms
+        costs = FusedTable(table.space, [VectorTable(table.space, fixed[:, p:], block[..., p:], table.fallback)])
+        return _RidgeOneHot(acc, len(local), len(local),
+                            g, h, costs, mu[p:], sd[p:], coef[p:], cov[p:, p:])
+
+    def __call__(self, idx: SlotIndex) -> tuple[np.ndarray, np.ndarray]:
+        n = len(idx)
+        j = np.empty((n, idx.flat.shape[1] + 1), dtype=np.int64)
+        j[:, :-1] = idx.flat - (idx.ri * self.stride)[:, None]
+        j[:, :-1][idx.flat == self.costs.flat.shape[0] - 1] = self.n_local  # unused slots: zero row
+        j[:, -1] = self.n_local + 1 + idx.ri
+        quad = self._g_flat[(j[:, :, None] * self._n_z + j[:, None, :]).reshape(n, -1)].sum(axis=1)
+        lin = self.h[j].sum(axis=1)  # [n, 3]
+        c = (np.log(np.maximum(self.costs.gather(idx), 1.0)) - self.c_mean) / self.c_std
+        acc = self.acc
+        mean = lin[:, 0] + c @ self.beta_c + acc.y_mean
+        quad = quad + 2.0 * (lin[:, 1:] * c).sum(axis=1) + ((c @ self.cov_cc) * c).sum(axis=1)
+        var = acc.sigma2 * (1.0 / max(acc.meta.get("n_train", 1), 1) + quad)
+        return np.clip(mean, *acc.clip), np.sqrt(np.maximum(var, 0.0)) * acc.std_scale
 
 
 def _table_argmin(table: AdditiveTable) -> np.ndarray:

@@ -265,26 +265,37 @@ class SlotIndexer:
         self._slot_off = np.arange(N_SLOTS, dtype=np.int64) * nk * ne
         self._d0 = min(space.d_choices)
         self._used = np.array([[j < d for j in range(MAX_DEPTH)] for d in range(MAX_DEPTH + 1)])
+        self._hi = min(len(self._r_off), self._ke.shape[0], self._ke.shape[1])
+        # (so every k, e, d value below `_hi` indexes `_ke` and `_used`: extend them with -1s)
+        size = max(len(self._r_off), self._ke.shape[0], self._ke.shape[1], MAX_DEPTH + 1)
+        ke = np.full((size, size), -1, dtype=np.int64)
+        ke[:self._ke.shape[0], :self._ke.shape[1]] = self._ke
+        self._ke = ke
+        self._hi = size
 
-    def __call__(self, m: np.ndarray) -> SlotIndex | None:
+    def __call__(self, m: np.ndarray, trusted: bool = False) -> SlotIndex | None:
+        """`trusted`: rows a search bred from the space's own choices (the checks are skipped)."""
         n = len(m)
+        if trusted:
+            r = m[:, 0]
+            used = self._used[m[:, D]].reshape(n, N_SLOTS)
+            flat = np.where(used, self._ke[m[:, KS], m[:, E]] + self._slot_off + self._r_off[r][:, None],
+                            self.n_rows)
+            return SlotIndex(self._r_pos[r], flat)
+        lo, hi = m.min(initial=0), m.max(initial=0)
+        if lo < 0 or hi >= self._hi:  # (values index the lookups below)
+            return None
         d = m[:, D]
         if d.min(initial=MAX_DEPTH) < self._d0 or d.max(initial=0) > MAX_DEPTH:
             return None
         r = m[:, 0]
-        if r.min(initial=1) < 0 or r.max(initial=0) >= len(self._r_off):
-            return None
-        r_off = self._r_off[r]
+        r_off = self._r_off.take(r, mode="clip")
         used = self._used[d].reshape(n, N_SLOTS)
-        k, e = m[:, KS], m[:, E]
-        if (k.min(initial=0) < 0 or e.min(initial=0) < 0 or k.max(initial=0) >= self._ke.shape[0]
-                or e.max(initial=0) >= self._ke.shape[1]):
-            return None
-        ke = self._ke[k, e]
-        if r_off.min(initial=0) < 0 or ((ke < 0) & used).any():
+        ke = self._ke[m[:, KS], m[:, E]]
+        if r_off.min(initial=0) < 0 or ke[used].min(initial=0) < 0:
             return None
         flat = np.where(used, ke + self._slot_off + r_off[:, None], self.n_rows)
-        return SlotIndex(self._r_pos[r], flat)
+        return SlotIndex(self._r_pos.take(r, mode="clip"), flat)
 
 
 class FusedTable:

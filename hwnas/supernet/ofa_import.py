@@ -59,8 +59,8 @@ from hwnas.fileio import sha256_file
 from hwnas.families.base import IMAGENET_MEAN, IMAGENET_STD
 from hwnas.space import N_STAGES
 from hwnas.supernet.checkpoint import checkpoint_exists, checkpoint_paths, save_checkpoint
-from hwnas.supernet.layers import expand_channels, se_channels
-from hwnas.supernet.ofa_mbv3 import iter_blocks, mbv3_plan
+from hwnas.channels import expand_channels, se_channels
+from hwnas.families.ofa_mbv3.plan import iter_blocks, mbv3_plan
 
 __all__ = [
     "IMAGENET_MEAN",

@@ -7,10 +7,9 @@ what keeps the three in agreement with each other and with Once-for-All's own ne
 
 from __future__ import annotations
 
-import functools
 from collections import OrderedDict
-from dataclasses import dataclass, replace
-from typing import Any, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Mapping
 
 import torch
 import torch.nn as nn
@@ -18,6 +17,7 @@ import torch.nn as nn
 from hwnas.errors import InputError
 from hwnas.families.base import check_head_args
 from hwnas.families.mbconv import BlockSpec
+from hwnas.families.ofa_mbv3.plan import MBV3Plan, StageSpec, iter_blocks, mbv3_plan
 from hwnas.space import MAX_DEPTH, N_STAGES, PAD_E, PAD_KS, Arch, SearchSpace
 from hwnas.supernet.elastic import ElasticMBConvChain
 from hwnas.supernet.layers import (
@@ -27,56 +27,11 @@ from hwnas.supernet.layers import (
     conv_bn_act,
     expand_channels,
     init_weights,
-    make_divisible,
     set_bn_param,
 )
 
 __all__ = ["StageSpec", "MBV3Plan", "BlockSpec", "mbv3_plan", "iter_blocks", "MobileNetV3Subnet",
            "OFAMobileNetV3"]
-
-# Once-for-All's MobileNetV3 constants: stem, first block, 5 stages, final expand, feature mix.
-BASE_WIDTHS = (16, 16, 24, 40, 80, 112, 160, 960, 1280)
-STAGE_STRIDES = (2, 2, 2, 1, 2)
-STAGE_ACTS = ("relu", "relu", "h_swish", "h_swish", "h_swish")
-STAGE_SE = (False, True, False, True, True)
-
-
-@dataclass(frozen=True)
-class StageSpec:
-    width: int
-    stride: int
-    act: str
-    use_se: bool
-
-
-@dataclass(frozen=True)
-class MBV3Plan:
-    """Channel widths of every fixed part and stage at one width multiplier."""
-
-    width_mult: float
-    stem: int
-    first_block: int
-    stages: tuple[StageSpec, ...]
-    final_expand: int
-    feature_mix: int
-
-
-@functools.lru_cache(maxsize=None)
-def mbv3_plan(width_mult: float = 1.0) -> MBV3Plan:
-    widths = [make_divisible(b * width_mult) for b in BASE_WIDTHS]
-    stages = tuple(StageSpec(*spec) for spec in zip(widths[2:7], STAGE_STRIDES, STAGE_ACTS, STAGE_SE))
-    return MBV3Plan(float(width_mult), widths[0], widths[1], stages, widths[7], widths[8])
-
-
-def iter_blocks(plan: MBV3Plan, depths: Sequence[int]) -> Iterator[BlockSpec]:
-    """The searchable blocks in order, the first `depths[s]` of each stage."""
-    in_channels = plan.first_block
-    for s, stage in enumerate(plan.stages):
-        for j in range(depths[s]):
-            yield BlockSpec(s, j, MAX_DEPTH * s + j, in_channels, stage.width,
-                            stage.stride if j == 0 else 1, stage.act, stage.use_se)
-            in_channels = stage.width
-
 
 class _MBV3Network(nn.Module):
     """Layers and forward shared by the supernet and the static subnet (OFA's module names)."""

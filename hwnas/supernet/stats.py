@@ -16,8 +16,8 @@ import numpy as np
 
 from hwnas.errors import InputError, TableError
 from hwnas.space import FLAT_COLUMNS, MAX_DEPTH, N_STAGES, Arch
-from hwnas.supernet.layers import expand_channels, se_channels
-from hwnas.supernet.ofa_mbv3 import MBV3Plan, iter_blocks, mbv3_plan
+from hwnas.channels import expand_channels, se_channels
+from hwnas.families.ofa_mbv3.plan import MBV3Plan, iter_blocks, mbv3_plan
 
 __all__ = ["count_params", "count_macs", "count_params_macs", "stats_frame"]
 

@@ -53,6 +53,9 @@ def make_runs(root: Path, supernet: Path, log=print) -> dict[str, Path]:
     out["alpha"] = alpha.run_dir
 
     beta = open_run(root / "beta", supernet)
+    import shutil
+
+    shutil.copy(alpha.run_dir / "accuracy.csv", beta.run_dir / "accuracy.csv")  # same supernet: reuse it
     profile(beta, ["cpu-ort"], 10, protocol=FAST)
     fit_from_run(beta.run_dir, "cpu-ort", n_classes=beta.n_classes, folds=3)
     run_search(beta.run_dir, "cpu-ort", _budget(beta.run_dir, "cpu-ort", 0.8), pareto=True, top_k=2,

@@ -204,12 +204,12 @@ def test_a_read_only_output_folder(capsys, table, tmp_path, monkeypatch):
 
 def test_an_unexpected_error_is_one_line_with_a_debug_hint(capsys, table, tmp_path,
                                                            monkeypatch):
-    import hwnas.supernet.stats as stats
+    import hwnas.families.tables as tables
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(stats, "stats_frame", broken)
+    monkeypatch.setattr(tables, "stats_frame", broken)
     args = ["supernet", "stats", "--table", str(table), "--out", str(tmp_path / "s.csv")]
     line = one_line(capsys, *args, code=1)
     assert "ZeroDivisionError: division by zero" in line and "--debug" in line

@@ -89,6 +89,10 @@ def test_search_writes_front_report_and_plot_and_drops_over_budget_candidates(ru
     assert m["hypervolume"] > 0 and m["front_size"] == int(csv["on_front"].sum())
     assert m["predictor_calls"] == 30 * 16 and m["wall_s"] > 0 and m["tabulated_costs"] == {f"ms:{DEV}": True}
     assert m["first_try_within_budget"] == pytest.approx(2 / 3)
+    split = m["time_split"]  # where the search's seconds went
+    assert set(split) == {"accuracy_predictor_s", "latency_predictor_s", "bookkeeping_s"}
+    assert all(v >= 0 for v in split.values()) and sum(split.values()) <= m["search_s"] + 1e-3
+    assert m["fast_paths"]["fused_gather"] and m["fast_paths"]["costs"] == m["cost_paths"]
     assert [b["id"] for b in doc["best"]] == [b["id"] for b in res.best]
     assert (run.run_dir / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert res.message.startswith("3 subnets met")
