@@ -60,8 +60,37 @@ def front_mask(loss: np.ndarray, feasible: np.ndarray | None = None) -> np.ndarr
     if not ok.any():
         return mask
     idx = np.flatnonzero(ok)
-    mask[idx[nondominated_rank(loss[idx]) == 0]] = True
+    if loss.shape[1] in (2, 3):
+        uniq, inverse = np.unique(loss[idx], axis=0, return_inverse=True)
+        mask[idx] = _sweep_front(uniq)[inverse.reshape(-1)]
+    else:
+        mask[idx[nondominated_rank(loss[idx]) == 0]] = True
     return mask
+
+
+def _sweep_front(points: np.ndarray) -> np.ndarray:
+    """Non-dominated mask of distinct rows with 2 or 3 objectives in O(n log n) (Kung's sweep):
+    in lexicographic order every possible dominator of a point comes before it, so a point is
+    dominated iff an earlier one is no worse in the last two objectives; the earlier ones are kept
+    as a 2-D staircase (second objective rising, third falling). Optuna's general n-d sort takes
+    ~13 s on the 45,000 subnets of a three-objective search; this takes a fraction of a second."""
+    import bisect
+
+    p = points if points.shape[1] == 3 else np.column_stack([points, np.zeros(len(points))])
+    order = np.lexsort((p[:, 2], p[:, 1], p[:, 0]))
+    xs: list[float] = []  # staircase: second objective ascending ...
+    ys: list[float] = []  # ... third objective descending
+    front = np.zeros(len(p), dtype=bool)
+    for i, (_, y, z) in zip(order.tolist(), p[order].tolist()):
+        j = bisect.bisect_right(xs, y)  # entries with second objective <= y: the last has the least third
+        if j and ys[j - 1] <= z:
+            continue
+        front[i] = True
+        k = j
+        while k < len(xs) and ys[k] >= z:  # entries the new point dominates in the last two
+            k += 1
+        xs[j:k], ys[j:k] = [y], [z]
+    return front
 
 
 def hypervolume(loss: np.ndarray, reference: np.ndarray) -> float:

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from hwnas.search.pareto import crowding_distance, front_mask, hypervolume, select_survivors
+from hwnas.search.pareto import crowding_distance, front_mask, hypervolume, nondominated_rank, select_survivors
 
 
 def test_front_and_hypervolume_of_known_points():
@@ -28,3 +29,14 @@ def test_survivors_put_feasible_rows_first():
     keep, rank, _ = select_survivors(loss, penalty, 3)
     assert keep.tolist() == [1, 3, 2]  # feasible (dominance order), then least violation
     assert rank.tolist() == sorted(rank.tolist())
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_front_mask_sweep_equals_the_general_sort(k):
+    """The O(n log n) sweep for 2 and 3 objectives marks exactly the rank-0 rows of Optuna's
+    general non-dominated sort, ties and duplicates included."""
+    rng = np.random.default_rng(k)
+    for trial in range(40):
+        n = int(rng.integers(1, 300))
+        loss = rng.integers(0, 5, (n, k)).astype(float) if trial % 2 else rng.random((n, k))
+        assert np.array_equal(front_mask(loss), nondominated_rank(loss) == 0)
