@@ -143,9 +143,11 @@ def page_pareto(files: data.RunFiles) -> None:
     n_meas = int(df["measured"].notna().sum())
     n_top1 = int(df["measured_top1"].notna().sum())
     mae = f"±{acc['oof_mae']:.2f} % ({acc['folds']}-fold out-of-fold MAE, n={acc['oof_n']})" if acc else "unknown"
+    searched = explored is not None and not explored.empty and explored["source"].iloc[0] == "search"
+    grey = ("subnets the search scored (predicted)" if searched
+            else "a random sample of the space scored by the predictors (this search kept no explored.csv)")
     st.caption(f"{int(df['on_front'].sum())} subnets on the front, {n_meas} with measured latency, {n_top1} with "
-               f"measured top-1 (test split). Line and dots: predicted; grey: a random sample of the space "
-               f"scored by the predictors; diamonds: the same subnet as measured, joined to its prediction "
+               f"measured top-1 (test split). Line and dots: predicted; grey: {grey}; diamonds: the same subnet as measured, joined to its prediction "
                f"(measured latency and measured top-1 where measured, else the predicted value); dashed: the "
                f"{_num(budget, '.4g')} ms budget; dotted: reference models (latency only, accuracy unknown); "
                f"band: the accuracy predictor's held-out error {mae}. Click a point to open the subnet.")

@@ -264,8 +264,20 @@ def measured_links(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def explored_points(files: RunFiles, device: str, n: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """A random sample of the run's space scored by its predictors (top-1 and `device` latency),
-    as the search explores it. Empty when a predictor is missing."""
+    """The subnets the last search scored (`explored.csv`, written with pareto.csv: predicted
+    top-1 and `device` latency), at most `n`; for a run searched before that file existed, or on a
+    device it did not search, a random sample of the space scored by the run's predictors. Empty
+    when a predictor is missing."""
+    path = files.root / "explored.csv"
+    if path.exists():
+        try:
+            df = pd.read_csv(path)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+            df = pd.DataFrame()
+        if f"ms_pred:{device}" in df.columns and "top1_pred" in df.columns:
+            df = df.rename(columns={f"ms_pred:{device}": "ms"})[["ms", "top1_pred"]]
+            step = max(1, len(df) // n)
+            return df.iloc[::step].reset_index(drop=True).assign(source="search")
     from hwnas.accuracy import load_accuracy_predictor
     from hwnas.run import open_run
     from hwnas.search.problem import load_latency_predictor
@@ -278,7 +290,7 @@ def explored_points(files: RunFiles, device: str, n: int = 2000, seed: int = 0) 
         return pd.DataFrame()
     m = run.space.sample_matrix(n, seed).astype(np.int32)
     return pd.DataFrame({"ms": np.asarray(latency.predict(m), float),
-                         "top1_pred": np.asarray(accuracy.predict(m), float)})
+                         "top1_pred": np.asarray(accuracy.predict(m), float), "source": "space sample"})
 
 
 def references(files: RunFiles, device: str) -> pd.DataFrame:

@@ -43,6 +43,7 @@ __all__ = ["ALGORITHMS", "SearchResult", "run_search"]
 
 ALGORITHMS = ("evolution", "nsga2", "optuna-nsga2", "optuna-tpe", "random")
 PARETO_CSV, SEARCH_JSON, PARETO_PNG = "pareto.csv", "search.json", "pareto.png"
+EXPLORED_CSV = "explored.csv"  # a sample of the subnets the search scored (the grey cloud of plots)
 DEFAULT_JOURNAL = "optuna.journal"
 _DEFAULT_TRIALS = {"optuna-nsga2": 5000, "optuna-tpe": 300}
 
@@ -419,18 +420,23 @@ def _write(run_dir: Path, front, doc: dict[str, Any], feasible: Batch, devices: 
     search sees one search's table beside another's report. Both files carry `search_id`.
     Without `plot` (drawing it is most of the writing time: ~0.2-0.7 s) no pareto.png is written
     and an earlier search's is removed, so the files present always belong together."""
-    paths = {"pareto_csv": run_dir / PARETO_CSV, "search_json": run_dir / SEARCH_JSON}
+    paths = {"pareto_csv": run_dir / PARETO_CSV, "search_json": run_dir / SEARCH_JSON,
+             "explored_csv": run_dir / EXPLORED_CSV}
     if plot:
         paths["pareto_png"] = run_dir / PARETO_PNG
     search_id = uuid.uuid4().hex[:12]
     first = devices[0]
     step = max(1, len(feasible) // 5000)
-    explored = (feasible.cols[ms_key(first)][::step], feasible.cols[TOP1][::step]) \
-        if ms_key(first) in feasible.cols else None
+    sample = {"top1_pred": feasible.cols[TOP1][::step],
+              **{f"ms_pred:{d}": feasible.cols[ms_key(d)][::step] for d in devices if ms_key(d) in feasible.cols}}
+    explored = (sample[f"ms_pred:{first}"], sample["top1_pred"]) if f"ms_pred:{first}" in sample else None
     with ExitStack() as stack:
         stack.enter_context(run_lock(run_dir, "search"))  # entered first, released after the renames
         tmp = {k: stack.enter_context(atomic_path(p, suffix=p.suffix)) for k, p in paths.items()}
         front.assign(search_id=search_id).to_csv(tmp["pareto_csv"], index=False)
+        import pandas as pd
+
+        pd.DataFrame(sample).assign(search_id=search_id).to_csv(tmp["explored_csv"], index=False)
         if plot:
             from hwnas.search.plot import plot_front, reference_models
 

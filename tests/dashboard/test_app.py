@@ -170,3 +170,18 @@ def test_the_bundle_zip_is_cached_until_a_file_changes(tmp_path):
     assert bundle_signature(tmp_path) == sig
     os.utime(tmp_path / "a.bin", ns=(1, 1))
     assert bundle_signature(tmp_path) != sig
+
+
+def test_explored_points_are_the_searchs_own_population(tmp_path):
+    """The grey cloud is what the search scored (explored.csv, written with pareto.csv), thinned to
+    at most n; without that file it falls back to a sample of the space, and says which."""
+    import pandas as pd
+
+    from hwnas.dashboard.data import RunFiles, explored_points
+
+    pd.DataFrame({"top1_pred": range(10), "ms_pred:cpu-ort": [0.1 * i for i in range(10)],
+                  "search_id": "s"}).to_csv(tmp_path / "explored.csv", index=False)
+    df = explored_points(RunFiles(tmp_path), "cpu-ort", n=5)
+    assert list(df.columns) == ["ms", "top1_pred", "source"] and len(df) == 5
+    assert (df["source"] == "search").all()
+    assert explored_points(RunFiles(tmp_path), "cpu-openvino").empty  # not searched, no predictors here

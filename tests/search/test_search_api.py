@@ -82,6 +82,9 @@ def test_search_writes_front_report_and_plot_and_drops_over_budget_candidates(ru
     assert front["top1_objective"].is_monotonic_increasing  # a front: slower only if more accurate
     np.testing.assert_allclose(front["top1_objective"], front["top1_pred"] - front["top1_std"])  # risk 1
     assert (csv["macs"] > 0).all() and (csv["params"] > 0).all()
+    explored = pd.read_csv(run.run_dir / "explored.csv")  # the scored population, same search
+    assert set(explored["search_id"]) == set(csv["search_id"]) and len(explored) > len(csv)
+    assert (explored[f"ms_pred:{DEV}"] <= run.budget).all() and explored["top1_pred"].notna().all()
 
     doc = json.loads((run.run_dir / "search.json").read_text())
     assert doc["settings"]["algo"] == "evolution" and doc["settings"]["budgets_ms"] == {DEV: run.budget}
