@@ -233,7 +233,7 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     best = [_best_entry(row, devices, verify) for _, row in chosen_rows.iterrows()]
     doc = _report(problem, devices, budgets, settings, metrics, best, ver, outcome, accuracy, storage, pareto,
                   top_k, seed, verify, verification)
-    paths = _write(run_dir, front, doc, feasible, devices, budgets,
+    paths = _write(run_dir, front, doc, _explored(problem, feasible, devices), devices, budgets,
                    title=f"{settings.get('mode', settings['algo'])}: accuracy vs latency on {devices[0]}",
                    plot=plot)
     return SearchResult(run_dir, algo, devices, budgets, best, front, metrics, ver.records, paths,
@@ -413,7 +413,17 @@ def _report(problem: Problem, devices: list[str], budgets: dict[str, float], set
     }
 
 
-def _write(run_dir: Path, front, doc: dict[str, Any], feasible: Batch, devices: list[str],
+def _explored(problem: Problem, feasible: Batch, devices: list[str], most: int = 5000) -> dict[str, np.ndarray]:
+    """Up to `most` of the feasible subnets the search scored, evenly spaced: their predicted top-1
+    (the predictor's own, as pareto.csv reports it, not the risk-adjusted objective) and latency
+    on each device (explored.csv; the grey cloud of pareto.png and of the dashboard)."""
+    step = max(1, len(feasible) // most)
+    out = {"top1_pred": problem.top1_estimate(feasible.m[::step])[0]}
+    out.update({f"ms_pred:{d}": feasible.cols[ms_key(d)][::step] for d in devices if ms_key(d) in feasible.cols})
+    return out
+
+
+def _write(run_dir: Path, front, doc: dict[str, Any], sample: dict[str, np.ndarray], devices: list[str],
            budgets: dict[str, float], title: str, plot: bool = True) -> dict[str, Path]:
     """pareto.csv, search.json and pareto.png as one unit: all three are written to temporary
     files, then renamed together under the run's search lock, so no reader and no concurrent
@@ -426,9 +436,6 @@ def _write(run_dir: Path, front, doc: dict[str, Any], feasible: Batch, devices: 
         paths["pareto_png"] = run_dir / PARETO_PNG
     search_id = uuid.uuid4().hex[:12]
     first = devices[0]
-    step = max(1, len(feasible) // 5000)
-    sample = {"top1_pred": feasible.cols[TOP1][::step],
-              **{f"ms_pred:{d}": feasible.cols[ms_key(d)][::step] for d in devices if ms_key(d) in feasible.cols}}
     explored = (sample[f"ms_pred:{first}"], sample["top1_pred"]) if f"ms_pred:{first}" in sample else None
     with ExitStack() as stack:
         stack.enter_context(run_lock(run_dir, "search"))  # entered first, released after the renames

@@ -85,6 +85,8 @@ def test_search_writes_front_report_and_plot_and_drops_over_budget_candidates(ru
     explored = pd.read_csv(run.run_dir / "explored.csv")  # the scored population, same search
     assert set(explored["search_id"]) == set(csv["search_id"]) and len(explored) > len(csv)
     assert (explored[f"ms_pred:{DEV}"] <= run.budget).all() and explored["top1_pred"].notna().all()
+    # the predictor's own top-1 (as pareto.csv reports it), not the risk-adjusted objective
+    assert explored["top1_pred"].max() > csv.loc[csv["on_front"], "top1_objective"].max()
 
     doc = json.loads((run.run_dir / "search.json").read_text())
     assert doc["settings"]["algo"] == "evolution" and doc["settings"]["budgets_ms"] == {DEV: run.budget}

@@ -1,0 +1,1 @@
+"""The dashboard's pages, one module each (`hwnas.dashboard.app` picks one and renders it)."""

@@ -1,0 +1,71 @@
+"""Supernet training: the checkpoint, phases in order, curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import streamlit as st
+
+from hwnas.dashboard import charts, data
+from hwnas.dashboard.views.common import show_missing
+
+
+def _checkpoint(files: data.RunFiles) -> tuple[str, Path | None]:
+    from hwnas.run import open_run
+    from hwnas.supernet.pretrained import shipped_checkpoint
+
+    try:
+        stem = open_run(files.root, create=False).supernet
+    except Exception:  # an unreadable config is reported on the overview page
+        return "unknown (config.yaml unreadable)", None
+    name = str(stem) if stem else f"shipped ({shipped_checkpoint()})"
+    stem = Path(stem) if stem else shipped_checkpoint()
+    for candidate in (stem.parent / "train_log.jsonl", stem.with_name(stem.name + "_train_log.jsonl")):
+        if candidate.exists():
+            return name, candidate
+    return name, None
+
+
+SERIES_NAMES = {"train_acc": "training accuracy (sampled subnets)", "val_top1_max": "largest subnet (validation)",
+                "val_top1_mid": "a fixed middle subnet (validation)", "val_top1_min": "smallest subnet (validation)"}
+
+
+def page_training(files: data.RunFiles) -> None:
+    st.header("Supernet training")
+    name, path = _checkpoint(files)
+    st.markdown(f"Checkpoint: `{name}`" + (f" — log `{path}`" if path else ""))
+    log = data.load_train_log(path)
+    if log.empty:
+        show_missing("training log for this run's supernet",
+                 "hwnas train --config experiments/supernet_mnist.yaml --out runs/supernet")
+        return
+    bounds = data.phase_bounds(log)
+    order = list(bounds["phase"])
+    value_cols = [c for c in SERIES_NAMES if c in log.columns]
+    long = log.melt(id_vars=["epoch_total", "phase"], value_vars=value_cols)
+    long["series"] = long["variable"].map(SERIES_NAMES)
+    x = alt.X("epoch_total:Q", title="epoch (all phases, in training order)")
+    edges = bounds.assign(at=bounds["start"] - 0.5, label=[f"{i}. {p}" for i, p in zip(bounds["order"], bounds["phase"])])
+    rules = alt.Chart(edges).mark_rule(strokeDash=[3, 3], color="#888888").encode(x="at:Q")
+    labels = alt.Chart(edges).mark_text(align="left", dx=3, dy=6, angle=0, baseline="top", color="#555555").encode(
+        x="at:Q", y=alt.value(0), text="label:N")
+    acc = alt.Chart(long).mark_line(point=True).encode(
+        x=x, y=alt.Y("value:Q", title="top-1 accuracy (%)", scale=alt.Scale(zero=False)),
+        color=alt.Color("series:N", title=None), tooltip=["phase", "series", alt.Tooltip("value:Q", format=".2f")])
+    st.altair_chart(charts.svg((rules + labels + acc).properties(height=380, title="Accuracy by epoch; dashed lines: "
+                                                                              "phase boundaries")), width="stretch")
+    loss = alt.Chart(log).mark_line(point=True).encode(
+        x=x, y=alt.Y("train_loss:Q", title="training loss (cross-entropy)", scale=alt.Scale(zero=False)),
+        color=alt.Color("phase:N", title="phase", sort=order, scale=alt.Scale(domain=order)),
+        tooltip=["phase", "epoch", "train_loss"])
+    st.altair_chart(charts.svg((rules + labels + loss).properties(height=300)), width="stretch")
+    per_phase = log.groupby("phase", sort=False).last().reindex(order).reset_index()
+    per_phase.insert(0, "order", range(1, len(per_phase) + 1))
+    per_phase = per_phase.merge(bounds[["phase", "start", "end"]], on="phase")
+    kept = [c for c in ("order", "phase", "start", "end", "val_top1_max", "val_top1_mid", "val_top1_min")
+            if c in per_phase]
+    st.subheader("Phases in training order: epochs and accuracy at the end of each")
+    st.dataframe(per_phase[kept].rename(columns={"start": "first epoch", "end": "last epoch", **SERIES_NAMES}),
+                 hide_index=True)
+    st.dataframe(log, hide_index=True)
