@@ -13,8 +13,9 @@ spread of its per-round ratios) and `margin` (default 2%) covers what one sessio
 the next (anchor and machine state). search.json records the rule and each subnet's bound.
 Replacements
 are chosen with what was learned: if the predictor has underestimated by up to x%, candidates
-whose prediction plus x% breaks the budget are passed over (unless nothing else is left), so a
-predictor that runs low near the budget does not cost a measurement per candidate.
+whose prediction plus x%, the margin and two typical standard errors breaks the budget are passed
+over (unless nothing else is left), so a predictor that runs low near the budget does not cost a
+measurement per candidate.
 """
 
 from __future__ import annotations
@@ -99,11 +100,15 @@ def verify_candidates(problem: Problem, candidates: Batch, top_k: int, measure: 
     archs = problem.space.from_matrix(candidates.m)
     pred = {d: candidates.cols[ms_key(d)] for d in devices}
     ratio = {d: 1.0 for d in devices}  # worst measured / predicted seen so far (>= 1)
+    ses: dict[str, list[float]] = {d: [] for d in devices}  # standard errors of the measurements so far
     left = list(range(len(candidates)))
     while len(out.accepted) < top_k and left and out.n_measured < max_measure:
         want = min(top_k - len(out.accepted), max_measure - out.n_measured)
-        plausible = [i for i in left
-                     if all(pred[d][i] * ratio[d] * (1 + margin) <= problem.budgets[d] for d in devices)]
+        # what acceptance will ask of a replacement: the bias seen so far, the margin and two of
+        # the standard errors measurements here have had
+        need = {d: ratio[d] * (1 + margin + 2 * (float(np.median(ses[d])) if ses[d] else 0.0))
+                for d in devices}
+        plausible = [i for i in left if all(pred[d][i] * need[d] <= problem.budgets[d] for d in devices)]
         picks = (plausible or left)[:want]
         left = [i for i in left if i not in picks]
         got = {d: _measured(measure(d, [archs[i] for i in picks])) for d in devices}
@@ -116,6 +121,7 @@ def verify_candidates(problem: Problem, candidates: Batch, top_k: int, measure: 
                 out.accepted.append(i)
             for d in devices:
                 ratio[d] = max(ratio[d], ms[d] / pred[d][i])
+                ses[d].append(float(got[d][1][j]))
                 out.records.append({"id": archs[i].id, "device": d, "predicted_ms": float(pred[d][i]),
                                     "measured_ms": ms[d], "rel_se": float(got[d][1][j]), "ucb_ms": ucb[d],
                                     "budget_ms": float(problem.budgets[d]),
