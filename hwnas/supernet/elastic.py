@@ -9,10 +9,24 @@ from typing import Iterable, Iterator, Sequence
 import torch
 import torch.nn as nn
 
-__all__ = ["ElasticMBConvChain"]
+__all__ = ["MBConvChain", "ElasticMBConvChain"]
 
 
-class ElasticMBConvChain(nn.Module):
+class MBConvChain(nn.Module):
+    """``first_conv``, the blocks `active_blocks` yields (a static subnet: all of them), then the
+    family's ``forward_head``: the forward of every MobileNet network, static or elastic."""
+
+    def active_blocks(self) -> Iterator[nn.Module]:
+        return iter(self.blocks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.first_conv(x)
+        for block in self.active_blocks():
+            x = block(x)
+        return self.forward_head(x)
+
+
+class ElasticMBConvChain(MBConvChain):
     """Base of a supernet with ``first_conv``, ``blocks`` (blocks[0] fixed), ``block_group_info``
     (block indices per stage), ``runtime_depth`` and a ``forward_head``; `FIXED_LAYERS` names the
     layers besides the blocks that a static subnet copies as they are."""
@@ -27,12 +41,6 @@ class ElasticMBConvChain(nn.Module):
         for group, depth in zip(self.block_group_info, self.runtime_depth):
             for idx in group[:depth]:
                 yield self.blocks[idx]
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.first_conv(x)
-        for block in self.active_blocks():
-            x = block(x)
-        return self.forward_head(x)
 
     def _subnet_state(self, blocks: Iterable, ks: Sequence[int], e: Sequence[int]) -> dict[str, torch.Tensor]:
         """The static subnet's state dict: fixed layers and the first block copied, every active

@@ -19,7 +19,7 @@ from hwnas.families.base import check_head_args
 from hwnas.families.mbconv import BlockSpec
 from hwnas.families.ofa_mbv3.plan import MBV3Plan, StageSpec, iter_blocks, mbv3_plan
 from hwnas.space import MAX_DEPTH, N_STAGES, PAD_E, PAD_KS, Arch, SearchSpace
-from hwnas.supernet.elastic import ElasticMBConvChain
+from hwnas.supernet.elastic import ElasticMBConvChain, MBConvChain
 from hwnas.supernet.layers import (
     DynamicMBConv,
     MBConv,
@@ -33,7 +33,7 @@ from hwnas.supernet.layers import (
 __all__ = ["StageSpec", "MBV3Plan", "BlockSpec", "mbv3_plan", "iter_blocks", "MobileNetV3Subnet",
            "OFAMobileNetV3"]
 
-class _MBV3Network(nn.Module):
+class _MBV3Network(MBConvChain):
     """Layers and forward shared by the supernet and the static subnet (OFA's module names)."""
 
     def _build_fixed(self, plan: MBV3Plan, n_classes: int, dropout: float) -> ResidualBlock:
@@ -81,13 +81,6 @@ class MobileNetV3Subnet(_MBV3Network):
         self.blocks = nn.ModuleList(blocks)
         init_weights(self)
         set_bn_param(self, bn_momentum, bn_eps)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.first_conv(x)
-        for block in self.blocks:
-            x = block(x)
-        return self.forward_head(x)
-
 
 class OFAMobileNetV3(ElasticMBConvChain, _MBV3Network):
     """Once-for-All's elastic MobileNetV3: elastic kernel (7->5->3 via kernel transformation),

@@ -27,7 +27,7 @@ from hwnas.families.ofa_proxyless.plan import (
     proxyless_plan,
     slot,
 )
-from hwnas.supernet.elastic import ElasticMBConvChain
+from hwnas.supernet.elastic import ElasticMBConvChain, MBConvChain
 from hwnas.supernet.layers import (
     DynamicMBConv,
     MBConv,
@@ -48,7 +48,7 @@ def _family():
     return get_family("ofa-proxyless")
 
 
-class _ProxylessNetwork(nn.Module):
+class _ProxylessNetwork(MBConvChain):
     """Fixed layers and forward shared by the supernet and the static subnet."""
 
     def _build_fixed(self, plan: ProxylessPlan, n_classes: int, dropout: float) -> ResidualBlock:
@@ -92,13 +92,6 @@ class ProxylessNASSubnet(_ProxylessNetwork):
             blocks.append(ResidualBlock(layer, b.residual))
         self.blocks = nn.ModuleList(blocks)
         self._finish(bn_momentum, bn_eps)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.first_conv(x)
-        for block in self.blocks:
-            x = block(x)
-        return self.forward_head(x)
-
 
 class OFAProxylessNASNets(ElasticMBConvChain, _ProxylessNetwork):
     """Once-for-All's elastic ProxylessNAS: elastic kernel (7->5->3 by kernel transformation),
