@@ -15,7 +15,7 @@ import yaml
 
 from hwnas.errors import ConfigError
 from hwnas.fileio import atomic_write_text, file_lock
-from hwnas.space import SearchSpace
+from hwnas.families import DEFAULT_FAMILY, Family, get_family
 
 if TYPE_CHECKING:
     from hwnas.supernet.data import DataConfig
@@ -29,31 +29,30 @@ CONFIG = "config.yaml"
 class RunConfig:
     run_dir: Path
     supernet: str | None  # checkpoint stem; None = the shipped supernet
-    space: SearchSpace
+    space: Any  # the family's space (`hwnas.space.SearchSpace` for ofa-mbv3, else `FamilySpace`)
     n_classes: int
     # the dataset subnets are evaluated on (`DataConfig` as a dict); None = the supernet's own
     data: dict[str, Any] | None = None
 
+    @property
+    def family(self) -> Family:
+        return self.space.family
+
     def to_dict(self) -> dict[str, Any]:
-        out = {"supernet": self.supernet or "shipped", "space": self.space.to_dict(),
-               "n_classes": self.n_classes}
+        out = {"supernet": self.supernet or "shipped", "family": self.family.name,
+               "space": self.space.to_dict(), "n_classes": self.n_classes}
         if self.data is not None:
             out["data"] = self.data
         return out
 
 
-def _supernet_identity(stem: str | Path | None) -> tuple[str | None, SearchSpace, int]:
+def _supernet_identity(stem: str | Path | None) -> tuple[str | None, Any, int]:
     from hwnas.supernet.checkpoint import load_checkpoint_meta
     from hwnas.supernet.pretrained import shipped_checkpoint
 
     meta = load_checkpoint_meta(shipped_checkpoint() if stem is None else stem)
-    family = meta.get("family", "ofa-mbv3")
-    if family != "ofa-mbv3":  # the stages below a run are not threaded through families yet
-        raise ConfigError(f"{stem} is an {family} supernet; runs (profile, search, export) take "
-                          "ofa-mbv3 supernets so far. Its subnets can be loaded and extracted "
-                          "(hwnas.supernet.pretrained.load_supernet) and counted (`hwnas supernet "
-                          f"stats --family {family}`)")
-    return (None if stem is None else str(stem)), SearchSpace.from_dict(meta["space"]), int(meta["n_classes"])
+    family = get_family(meta.get("family", DEFAULT_FAMILY))
+    return (None if stem is None else str(stem)), family.space_from_dict(meta["space"]), int(meta["n_classes"])
 
 
 def _data_dict(data: "DataConfig") -> dict[str, Any]:
@@ -73,7 +72,8 @@ def open_run(run_dir: str | Path, supernet: str | Path | None = None, create: bo
         try:
             raw = yaml.safe_load(path.read_text()) or {}
             stem = None if raw.get("supernet") in (None, "shipped") else str(raw["supernet"])
-            cfg = RunConfig(run_dir, stem, SearchSpace.from_dict(raw["space"]), int(raw["n_classes"]),
+            family = get_family(str(raw.get("family", DEFAULT_FAMILY)))
+            cfg = RunConfig(run_dir, stem, family.space_from_dict(raw["space"]), int(raw["n_classes"]),
                             _checked_data(raw.get("data"), path))
         except (yaml.YAMLError, KeyError, TypeError, ValueError) as err:
             raise ConfigError(f"{path} is not a valid run config ({type(err).__name__}: {err}); "

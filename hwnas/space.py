@@ -393,6 +393,42 @@ class SearchSpace:
         r = a.r if rng.random() < 0.5 else b.r
         return Arch(tuple(ks), tuple(e), d, r, self.width_mult)
 
+    # -- the matrix interface every stage uses (shared with `hwnas.families.space.FamilySpace`)
+    @property
+    def family(self):
+        from hwnas.families import get_family
+
+        return get_family("ofa-mbv3")
+
+    @property
+    def flat_columns(self) -> tuple[str, ...]:
+        return FLAT_COLUMNS
+
+    def column_choices(self) -> tuple[tuple[int, ...], ...]:
+        """The values each flat column may hold: r's choices, then every gene's."""
+        return ((self.r_choices,) + (self.ks_choices,) * N_SLOTS + (self.e_choices,) * N_SLOTS
+                + (self.d_choices,) * N_STAGES)
+
+    @staticmethod
+    def active_mask(m: np.ndarray) -> np.ndarray:
+        """bool [n, 45] (the gene columns): True where the gene changes the network."""
+        m = np.asarray(m)
+        used = _USED[np.clip(m[:, 41:46], 0, MAX_DEPTH)].reshape(len(m), N_SLOTS)
+        return np.concatenate([used, used, np.ones((len(m), N_STAGES), dtype=bool)], axis=1)
+
+    @staticmethod
+    def canonical(m: np.ndarray) -> np.ndarray:
+        """A copy of `m` with the filler in unused slots (same dtype)."""
+        m = np.array(m, copy=True)
+        unused = ~_USED[np.clip(m[:, 41:46], 0, MAX_DEPTH)].reshape(len(m), N_SLOTS)
+        m[:, 1:21][unused] = PAD_KS
+        m[:, 21:41][unused] = PAD_E
+        return m
+
+    def check_matrix(self, m: np.ndarray) -> tuple[int, str] | None:
+        """The first row of `m` outside this space as (row, reason), or None (`check_matrix`)."""
+        return check_matrix(m, self)
+
     # -- encoding -------------------------------------------------------------------------
     @staticmethod
     def to_matrix(archs: Sequence[Arch] | np.ndarray) -> np.ndarray:

@@ -163,7 +163,9 @@ class Family(ABC):
 
     def canonical(self, m: np.ndarray) -> np.ndarray:
         """Flat rows (int [n, 1 + genes]) with inactive genes set to the filler."""
-        m = np.array(m, dtype=np.int64, copy=True)
+        m = np.array(m, copy=True)
+        if m.dtype.kind not in "iu":
+            m = m.astype(np.int64)
         genes = m[:, 1:]
         active = self.active_mask(m)
         m[:, 1:] = np.where(active, genes, self.fillers()[None, :])
@@ -272,6 +274,12 @@ class Family(ABC):
             raise InputError(f"the arch is at width {arch.w}, the {self.name} supernet at {w}")
         return arch
 
+    def default_space(self, width_mult: float | None = None):
+        """Once-for-All's space of this family at `width_mult` (every choice, r 128..224)."""
+        from hwnas.families.space import FamilySpace
+
+        return FamilySpace.published(self, width_mult)
+
     def space_from_dict(self, obj: Mapping[str, Any]):
         """A space of this family from its dict form (what checkpoints and runs store)."""
         from hwnas.families.space import FamilySpace
@@ -351,6 +359,13 @@ class GeneArch:
         out = {g.name: self.group(g.name) for g in self.family.gene_groups()}
         out["r"] = [self.r]
         return out
+
+    def to_json(self) -> str:
+        """Once-for-All's arch dict plus "r" (and "width" when not the family's default)."""
+        obj: dict[str, Any] = self.to_ofa_dict()
+        if abs(self.w - self.family.default_width) > 1e-9:
+            obj["width"] = self.w
+        return json.dumps(obj, separators=(",", ":"))
 
     @property
     def id(self) -> str:

@@ -30,8 +30,103 @@ class FamilySpace:
                    family.check_width(width_mult))
 
     def groups(self) -> tuple[GeneGroup, ...]:
-        """The family's gene groups restricted to this space's choices."""
+        """The family's gene groups restricted to this space's choices (for their values; codes
+        of index-coded groups are indices into the *family's* choices: `group_codes`)."""
         return tuple(GeneGroup(g.name, g.count, c) for g, c in zip(self.family.gene_groups(), self.choices))
+
+    def group_codes(self) -> tuple[tuple[int, ...], ...]:
+        """Per gene group, the int-matrix codes of this space's choices."""
+        return tuple(tuple(g.to_codes(c)) for g, c in zip(self.family.gene_groups(), self.choices))
+
+    # -- the matrix interface every stage uses (shared with `hwnas.space.SearchSpace`) ------
+    @property
+    def flat_columns(self) -> tuple[str, ...]:
+        return self.family.flat_columns()
+
+    def column_choices(self) -> tuple[tuple[int, ...], ...]:
+        """The codes each flat column may hold: r's choices, then every gene's."""
+        out: list[tuple[int, ...]] = [self.r_choices]
+        for g, codes in zip(self.family.gene_groups(), self.group_codes()):
+            out += [codes] * g.count
+        return tuple(out)
+
+    def active_mask(self, m: np.ndarray) -> np.ndarray:
+        return self.family.active_mask(m)
+
+    def canonical(self, m: np.ndarray) -> np.ndarray:
+        return self.family.canonical(m)
+
+    def to_matrix(self, archs) -> np.ndarray:
+        """Flat rows as int64 [n, columns] (a matrix is returned as int64)."""
+        if isinstance(archs, np.ndarray):
+            return archs.astype(np.int64, copy=False)
+        width = len(self.flat_columns)
+        return np.asarray([a.to_row() for a in archs], dtype=np.int64).reshape(-1, width)
+
+    def check_matrix(self, m: np.ndarray) -> tuple[int, str] | None:
+        """The first row of `m` outside this space as (row, reason like "e[3]=0.2 is not one of
+        [0.25, 0.35]"), or None. Inactive genes are not checked (they do not change the network)."""
+        m = np.asarray(m)
+        if m.ndim != 2 or m.shape[1] != len(self.flat_columns) or len(m) == 0:
+            return None
+        m = m.astype(np.int64, copy=False)
+        ok = [np.isin(m[:, :1], self.r_choices)]
+        for codes, sl in zip(self.group_codes(), self.family.group_slices().values()):
+            ok.append(np.isin(m[:, sl], codes))
+        bad = ~np.concatenate(ok, axis=1)
+        bad[:, 1:] &= self.family.active_mask(m)
+        rows = np.flatnonzero(bad.any(axis=1))
+        if len(rows) == 0:
+            return None
+        i = int(rows[0])
+        j = int(np.argmax(bad[i]))
+        if j == 0:
+            return i, f"r={m[i, 0]} is not one of the space's resolutions {list(self.r_choices)}"
+        name = self.flat_columns[j]
+        group, _, index = name.rpartition("_")
+        g = next(g for g in self.family.gene_groups() if g.name == group)
+        value = m[i, j]
+        shown = g.choices[value] if g.by_index and 0 <= value < len(g.choices) else value
+        allowed = list(self.choices[[x.name for x in self.family.gene_groups()].index(group)])
+        return i, f"{group}[{index}]={shown} is not one of {allowed}"
+
+    def encoding_names(self, kind: str = "onehot") -> list[str]:
+        if kind == "ordinal":
+            return list(self.family.gene_columns()) + ["r"]
+        if kind != "onehot":
+            from hwnas.errors import InputError
+
+            raise InputError(f"unknown encoding {kind!r}; use 'onehot' or 'ordinal'")
+        names = [f"{c}={v}" for g, vals in zip(self.family.gene_groups(), self.choices)
+                 for c in g.columns for v in vals]
+        return names + [f"r={v}" for v in self.r_choices]
+
+    def encode(self, archs, kind: str = "onehot") -> np.ndarray:
+        """float32 features: onehot = per gene one-hot over this space's choices (all zero when
+        the gene is inactive) then one-hot r; ordinal = each gene's value (0 when inactive), r."""
+        m = self.to_matrix(archs)
+        active = self.family.active_mask(m)
+        parts = []
+        for g, codes, sl in zip(self.family.gene_groups(), self.group_codes(),
+                                self.family.group_slices().values()):
+            genes, act = m[:, sl], active[:, sl.start - 1: sl.stop - 1]
+            if kind == "ordinal":
+                values = np.asarray(g.choices, dtype=np.float64)[genes] if g.by_index else genes
+                parts.append(values * act)
+            else:
+                parts.append(((genes[:, :, None] == np.asarray(codes)) & act[:, :, None]).reshape(len(m), -1))
+        if kind == "ordinal":
+            return np.concatenate(parts + [m[:, :1]], axis=1).astype(np.float32)
+        if kind != "onehot":
+            self.encoding_names(kind)  # raises the one-line error
+        return np.concatenate(parts + [m[:, :1] == np.asarray(self.r_choices)], axis=1).astype(np.float32)
+
+    def size(self, per_resolution: bool = False) -> int | None:
+        """Distinct networks (None when the family cannot count them); exact for the full space."""
+        n = self.family.networks_per_resolution()
+        if n is None or any(c != g.choices for c, g in zip(self.choices, self.family.gene_groups())):
+            return None
+        return n if per_resolution else n * len(self.r_choices)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {g.name: list(c) for g, c in zip(self.family.gene_groups(), self.choices)}
@@ -78,8 +173,9 @@ class FamilySpace:
     # -- members (the interface training and sampling use, as `hwnas.space.SearchSpace`) ----
     def _uniform_row(self, pick, r: int | None) -> list[int]:
         row = [max(self.r_choices) if r is None else int(r)]
-        for g in self.groups():
-            row += g.to_codes([pick(g.choices)] * g.count)
+        for g, codes in zip(self.groups(), self.group_codes()):
+            values = dict(zip(g.choices, codes))
+            row += [values[pick(g.choices)]] * g.count
         return row
 
     def max_arch(self, r: int | None = None) -> GeneArch:
@@ -96,8 +192,8 @@ class FamilySpace:
         ``sample_active_subnet``; the family's `sample_matrix` is uniform over networks instead)."""
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         cols = [rng.choice(np.asarray(self.r_choices), size=(n, 1))]
-        for g in self.groups():
-            cols.append(rng.choice(np.asarray(g.to_codes(g.choices)), size=(n, g.count)))
+        for g, codes in zip(self.groups(), self.group_codes()):
+            cols.append(rng.choice(np.asarray(codes), size=(n, g.count)))
         return self.family.canonical(np.concatenate(cols, axis=1))
 
     def from_matrix(self, rows: np.ndarray) -> list[GeneArch]:

@@ -57,15 +57,15 @@ class ProtocolSettings:
 
 def select_subnets(space: SearchSpace, n: int, seed: int = 0, n_classes: int = 1000) -> list[Arch]:
     """`n` distinct subnets covering the MACs range evenly (min and max included)."""
-    from hwnas.supernet.stats import stats_frame
+    from hwnas.search.operators import sample_graded
 
     if n < 1:
         raise InputError(f"--samples must be at least 1, got {n}")
     rng = np.random.default_rng(seed)
     size = max(20 * n, 2000)
     pool = np.concatenate([space.to_matrix([space.min_arch(), space.max_arch()]),
-                           space.sample_matrix(size, rng), _graded_pool(space, size, rng)])
-    macs = stats_frame(pool, width_mult=space.width_mult, n_classes=n_classes)["macs"].to_numpy()
+                           space.sample_matrix(size, rng), sample_graded(space, size, rng)]).astype(np.int64)
+    macs = space.family.count_params_macs(pool, space.width_mult, n_classes)[1]
     targets = np.linspace(macs.min(), macs.max(), n)
     order = np.argsort(macs)
     sorted_macs = macs[order]
@@ -84,19 +84,6 @@ def select_subnets(space: SearchSpace, n: int, seed: int = 0, n_classes: int = 1
     unique = list(dict.fromkeys(archs))  # the pool may hold duplicates of min/max
     rng.shuffle(unique)  # measure in random order: drift must not correlate with size
     return unique
-
-
-def _graded_pool(space: SearchSpace, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Archs from small to large: each draws a level t in [0, 1] and every gene picks its choice
-    index from Binomial(choices - 1, t), so the tails a uniform sample never reaches are covered."""
-    t = rng.random((n, 1))
-
-    def genes(choices: tuple[int, ...], width: int) -> np.ndarray:
-        return np.asarray(choices)[rng.binomial(len(choices) - 1, np.broadcast_to(t, (n, width)))]
-
-    rows = np.concatenate([genes(space.r_choices, 1), genes(space.ks_choices, 20),
-                           genes(space.e_choices, 20), genes(space.d_choices, 5)], axis=1)
-    return space.to_matrix(space.from_matrix(rows))  # canonical: filler in unused slots
 
 
 def reference_arch(space: SearchSpace) -> Arch:

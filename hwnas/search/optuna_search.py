@@ -28,7 +28,6 @@ import numpy as np
 
 from hwnas.errors import InputError
 from hwnas.latency.base import single_thread
-from hwnas.search.operators import canonical
 from hwnas.search.problem import TOP1, Batch, Problem, SearchOutcome
 from hwnas.space import FLAT_COLUMNS, SearchSpace
 
@@ -234,8 +233,8 @@ def run_worker(problem: Problem, storage: str | Path, study_name: str, kind: str
             while done < n_trials:
                 mirror.sync()
                 trials = [local.ask(dists) for _ in range(min(batch, n_trials - done))]
-                m = canonical(np.array([[t.params[c] for c in FLAT_COLUMNS] for t in trials],
-                                       dtype=np.int32))
+                m = problem.space.canonical(np.array([[t.params[c] for c in FLAT_COLUMNS] for t in trials],
+                                                     dtype=np.int32))
                 scored = problem.evaluate(m)
                 values = np.stack([scored.cols[o] for o in problem.objectives], axis=1)
                 finished = []
@@ -304,7 +303,8 @@ def study_outcome(problem: Problem, storage: str | Path, study_name: str) -> Bat
     trials = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not trials:
         return Batch.concat([])
-    m = canonical(np.array([[t.params[c] for c in FLAT_COLUMNS] for t in trials], dtype=np.int32))
+    m = problem.space.canonical(np.array([[t.params[c] for c in FLAT_COLUMNS] for t in trials],
+                                         dtype=np.int32))
     values = np.array([t.values for t in trials], dtype=np.float64)
     cols = {o: values[:, i] for i, o in enumerate(problem.objectives)}
     violation = np.zeros(len(trials))

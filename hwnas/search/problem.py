@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 
 from hwnas.errors import BudgetError, HwnasError, InputError
-from hwnas.search.operators import canonical, mutate, sample_graded, sample_mixed
+from hwnas.search.operators import mutate, sample_graded, sample_mixed
 from hwnas.search.tabulate import (AdditiveTable, FastLatency, FusedTable, SlotIndex, SlotIndexer,
                                    as_vector_table, tabulate, vectorised_latency)
 from hwnas.space import MAX_DEPTH, N_SLOTS, N_STAGES, SearchSpace
@@ -546,7 +546,7 @@ def _table_argmin(table: AdditiveTable) -> np.ndarray:
             total += options[d]
         if total < best_cost:
             best_cost, best_row = total, row
-    return canonical(best_row[None].copy())[0]
+    return space.canonical(best_row[None])[0]
 
 
 @dataclass

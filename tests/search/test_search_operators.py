@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hwnas.search.operators import (canonical, crossover, mutate, sample_graded, sample_mixed, unique_rows,
+from hwnas.search.operators import (crossover, mutate, sample_graded, sample_mixed, unique_rows,
                                     used_mask)
 from hwnas.space import SearchSpace
 
@@ -73,6 +73,6 @@ def test_unique_rows_keeps_first_occurrences_in_order():
 def test_canonical_puts_the_filler_into_unused_slots_only():
     m = np.full((1, 46), 5, dtype=np.int32)
     m[:, 41:46] = 2  # every stage uses its first two slots
-    out = canonical(m.copy())
+    out = SearchSpace.canonical(m)
     ks = out[0, 1:21].reshape(5, 4)
     assert (ks[:, :2] == 5).all() and (ks[:, 2:] == 3).all()

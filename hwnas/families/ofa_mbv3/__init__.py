@@ -53,6 +53,11 @@ class OFAMobileNetV3Family(Family):
 
         return Arch.from_ofa_dict(obj, self.default_width if w is None else w)
 
+    def default_space(self, width_mult: float | None = None):
+        from hwnas.space import SearchSpace
+
+        return SearchSpace(width_mult=self.check_width(width_mult))
+
     def space_from_dict(self, obj: Mapping[str, Any]):
         from hwnas.space import SearchSpace
 
