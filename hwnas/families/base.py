@@ -299,6 +299,16 @@ class Family(ABC):
         """The elastic supernet with Once-for-All's module tree and default choices; it has
         ``set_active_subnet(arch)`` and ``get_subnet(arch) -> static nn.Module``."""
 
+    @abstractmethod
+    def static_subnet(self, arch: "GeneArch", n_classes: int = 1000) -> "nn.Module":
+        """The subnet as a plain static network with fixed random weights (what profiling compiles
+        and times: latency does not depend on the weights), built without a supernet."""
+
+    def arch_params_macs(self, arch: "GeneArch", n_classes: int) -> tuple[int, int]:
+        """Exact (params, MACs) of one arch at its width (`count_params_macs` of its row)."""
+        params, macs = self.count_params_macs(np.asarray([arch.to_row()], dtype=np.int64), arch.w, n_classes)
+        return int(params[0]), int(macs[0])
+
     def supernet_for(self, space, n_classes: int, dropout: float = 0.0) -> "nn.Module":
         """The supernet of a stored space (`space_from_dict`): by default the whole family's at
         the space's width (a narrower space restricts sampling, not the network)."""

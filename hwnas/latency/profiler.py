@@ -148,14 +148,13 @@ def block_key(entry: dict[str, Any]) -> str:
     return "block:" + "/".join(str(entry[c]) for c in ENTRY_COLUMNS)
 
 
-def build_timing_subnet(arch: Arch, n_classes: int):
-    """A subnet with fixed random weights: what profiling compiles and times."""
-    import torch
+def build_timing_subnet(arch, n_classes: int):
+    """A subnet (of any family) with fixed random weights: what profiling compiles and times."""
+    from hwnas.families.base import GeneArch
+    from hwnas.families import get_family
 
-    from hwnas.supernet.ofa_mbv3 import MobileNetV3Subnet
-
-    torch.manual_seed(0)  # latency does not depend on the weights; fixed ones keep runs repeatable
-    return MobileNetV3Subnet(arch, n_classes=n_classes).eval()
+    family = arch.family if isinstance(arch, GeneArch) else get_family("ofa-mbv3")
+    return family.static_subnet(arch, n_classes)
 
 
 def _build_timm(spec: str, n_classes: int):

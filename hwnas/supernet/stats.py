@@ -72,7 +72,12 @@ def _head(plan: MBV3Plan, size: int, n_classes: int) -> Cost:
 
 
 def count_params_macs(arch: Arch, n_classes: int = 1000) -> tuple[int, int]:
-    """(params, MACs) of the subnet `arch` at its width multiplier `arch.w` and resolution `arch.r`."""
+    """(params, MACs) of the subnet `arch` at its width multiplier `arch.w` and resolution `arch.r`
+    (an arch of any family: other families count with `Family.arch_params_macs`)."""
+    from hwnas.families.base import GeneArch
+
+    if isinstance(arch, GeneArch):
+        return arch.family.arch_params_macs(arch, n_classes)
     if not isinstance(arch, Arch):
         raise InputError(f"expected an Arch, got {type(arch).__name__}; "
                          "build one with Arch.from_ofa_dict(...)")

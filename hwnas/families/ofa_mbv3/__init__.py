@@ -83,6 +83,14 @@ class OFAMobileNetV3Family(Family):
 
         return OFAMobileNetV3(space, n_classes=n_classes, dropout=dropout)  # its space may be narrower
 
+    def static_subnet(self, arch, n_classes: int = 1000):
+        import torch
+
+        from hwnas.supernet.ofa_mbv3 import MobileNetV3Subnet
+
+        torch.manual_seed(0)  # fixed random weights keep profiling repeatable
+        return MobileNetV3Subnet(arch, n_classes=n_classes).eval()
+
     def count_params_macs(self, m: np.ndarray, width_mult: float, n_classes: int):
         from hwnas.supernet.stats import _matrix_counts
 

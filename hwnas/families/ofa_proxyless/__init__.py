@@ -108,6 +108,14 @@ class OFAProxylessFamily(Family):
         return OFAProxylessNASNets(n_classes=n_classes, width_mult=self.check_width(width_mult),
                                    dropout=dropout)
 
+    def static_subnet(self, arch, n_classes: int = 1000):
+        import torch
+
+        from hwnas.families.ofa_proxyless.network import ProxylessNASSubnet
+
+        torch.manual_seed(0)  # fixed random weights keep profiling repeatable
+        return ProxylessNASSubnet(arch, n_classes=n_classes).eval()
+
     def count_params_macs(self, m: np.ndarray, width_mult: float, n_classes: int
                           ) -> tuple[np.ndarray, np.ndarray]:
         from hwnas.families.ofa_proxyless.costs import count_params_macs

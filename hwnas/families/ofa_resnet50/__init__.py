@@ -107,6 +107,14 @@ class OFAResNet50Family(Family):
 
         return OFAResNet50(n_classes=n_classes, dropout=dropout, family=self)
 
+    def static_subnet(self, arch, n_classes: int = 1000):
+        import torch
+
+        from hwnas.families.ofa_resnet50.network import ResNet50Subnet
+
+        torch.manual_seed(0)  # fixed random weights keep profiling repeatable
+        return ResNet50Subnet(arch, n_classes=n_classes).eval()
+
     def count_params_macs(self, m: np.ndarray, width_mult: float, n_classes: int
                           ) -> tuple[np.ndarray, np.ndarray]:
         self.check_width(width_mult)
