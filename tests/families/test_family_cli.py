@@ -158,15 +158,6 @@ def test_space_info_describes_the_family(family, genes, capsys):
     assert int(info["networks_per_resolution"]) > 10**10
 
 
-def test_a_run_of_another_family_is_refused_with_one_line(imported, tmp_path, capsys):
-    """Profiling, search and export are not threaded through families yet: say so, write nothing."""
-    _, _, stem = imported["ofa-resnet50"]
-    code, lines = cli(capsys, "profile", "--run", str(tmp_path / "run"), "--supernet", str(stem),
-                      "--device", "cpu-ort", "--samples", "10")
-    assert code == 2 and len(lines) == 1 and "ofa-resnet50 supernet" in lines[0], lines
-    assert not (tmp_path / "run").exists()
-
-
 def test_supernet_eval_takes_any_familys_table(imported, tmp_path, capsys):
     """`hwnas supernet eval --checkpoint STEM --table CSV --data ...` on a ResNet50 supernet: the
     table in its own columns (expand ratios as values), rows with top-1 back in the same layout."""
