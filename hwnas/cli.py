@@ -502,7 +502,7 @@ def supernet_eval(
 ) -> None:
     """Top-1 of subnets taken from a trained supernet (BN recalibrated per subnet)."""
     from hwnas.families import DEFAULT_FAMILY, get_family
-    from hwnas.families.tables import archs_frame, read_archs
+    from hwnas.families.tables import archs_frame, read_arch_frame
     from hwnas.fileio import atomic_path
     from hwnas.space import Arch
     from hwnas.supernet.data import build_loaders
@@ -514,7 +514,7 @@ def supernet_eval(
     model, meta = load_supernet(checkpoint)
     family = get_family(meta.get("family", DEFAULT_FAMILY))
     space = family.space_from_dict(meta["space"])
-    archs = read_archs(family, table, space) if table else [space.validate(Arch.from_json(arch))]
+    archs = read_arch_frame(space, table)[0] if table else [space.validate(Arch.from_json(arch))]
     loaders = build_loaders(data_config_of(meta, _data_config(data)))
     from hwnas.progress import make_progress
 

@@ -114,6 +114,15 @@ class Arch:
 
     # -- identity -------------------------------------------------------------------------
     @property
+    def family(self):
+        """Its `hwnas.families.Family` (OFA-MobileNetV3), as `GeneArch.family` for other families."""
+        from hwnas.families import get_family
+
+        return get_family("ofa-mbv3")
+
+    family_name = "ofa-mbv3"
+
+    @property
     def id(self) -> str:
         """Short stable id: a hash of the canonical form (same network <=> same id)."""
         text = json.dumps({"ks": self.ks, "e": self.e, "d": self.d, "r": self.r, "w": self.w},

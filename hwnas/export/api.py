@@ -21,6 +21,8 @@ here still gets a bundle: the ONNX (checked with ONNX Runtime), the build kit an
 
 from __future__ import annotations
 
+import json
+
 import platform
 import shutil
 import tempfile
@@ -42,6 +44,7 @@ from hwnas.fileio import atomic_write_json, scratch_prefix
 if TYPE_CHECKING:
     from hwnas.devices.base import Artifact, Runner
     from hwnas.latency.profiler import ProtocolSettings
+    from hwnas.families.base import GeneArch
     from hwnas.space import Arch
 
 __all__ = ["export_subnet", "export_pareto", "default_bundle_dir", "ProgressFn"]
@@ -59,12 +62,12 @@ def default_bundle_dir(run_dir: str | Path, arch_id: str, device: str) -> Path:
     return Path(run_dir) / "exports" / f"{arch_id}-{device}"
 
 
-def export_subnet(run_dir: str | Path, arch_or_id: Arch | str, device: str,
+def export_subnet(run_dir: str | Path, arch_or_id: Arch | GeneArch | str, device: str,
                   out_dir: str | Path | None = None, devices_file: str | Path | None = None,
                   calib_batches: int | None = None, progress: ProgressFn | None = None, *,
                   verify_images: int = 64, measure: bool = True,
                   protocol: ProtocolSettings | None = None) -> Path:
-    """Export one subnet (an Arch, OFA JSON, or an id from the run's tables) for `device`.
+    """Export one subnet (an arch, OFA JSON, or an id from the run's tables) for `device`.
 
     Returns the bundle folder. Raises VerificationError after publishing a bundle that failed
     verification (marked failed), DeviceError for an unknown or unusable device, InputError for
@@ -169,7 +172,7 @@ class _Exporter:
             self._reference.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def _step(self, arch: Arch, message: str) -> None:
+    def _step(self, arch: Arch | GeneArch, message: str) -> None:
         self.done += 1
         if self.progress is not None:
             self.progress(self.done, self.total, f"{arch.id}: {message}")
@@ -241,7 +244,7 @@ class _Exporter:
         publish(stage, out)
         return _Result(out, report.passed, report.failures())
 
-    def _compile(self, subnet: Any, arch: Arch, stage: Path, calib: Any) -> _Compiled:
+    def _compile(self, subnet: Any, arch: Arch | GeneArch, stage: Path, calib: Any) -> _Compiled:
         """Compile with the device's backend; make sure the bundle holds an ONNX model."""
         import torch
 
@@ -290,7 +293,7 @@ class _Exporter:
                                     "detail": f"model.onnx not checked here: {err}"})
         return out
 
-    def _latency(self, compiled: _Compiled, arch: Arch, cand: Candidate, report: Report
+    def _latency(self, compiled: _Compiled, arch: Arch | GeneArch, cand: Candidate, report: Report
                  ) -> dict[str, Any]:
         """Measured (drift-corrected, beside the profiler's reference), profiled and predicted."""
         from hwnas.devices import measure_many
@@ -353,10 +356,10 @@ class _Exporter:
         return {
             "format": FORMAT, "version": VERSION, "id": arch.id, "status": status,
             "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "arch": {**arch.to_ofa_dict(), **({"w": arch.w} if arch.w != 1.0 else {})},
+            "family": self.run.family.name, "arch": json.loads(arch.to_json()),
             "arch_text": arch.describe(), "source": cand.source,
             "run": str(self.run.run_dir),
-            "supernet": {"checkpoint": self.run.supernet or "shipped",
+            "supernet": {"checkpoint": self.run.supernet or "shipped", "width_mult": arch.w,
                          "n_classes": int(meta["n_classes"]), "dataset": loaders.dataset},
             "input": {"name": compiled.onnx["input"], "shape": compiled.onnx["input_shape"],
                       "dtype": compiled.onnx["input_dtype"], "layout": "NCHW"},

@@ -20,6 +20,7 @@ import numpy as np
 
 from hwnas.errors import HwnasError, InputError
 from hwnas.export.manifest import BundleError, check_files, read_meta
+from hwnas.families.base import GeneArch
 from hwnas.space import Arch
 
 if TYPE_CHECKING:
@@ -54,8 +55,8 @@ class Bundle:
         return self.meta["id"]
 
     @property
-    def arch(self) -> Arch:
-        return Arch.from_ofa_dict(self.meta["arch"])
+    def arch(self) -> Arch | GeneArch:
+        return bundle_arch(self.meta)
 
     @property
     def classes(self) -> list[str]:
@@ -171,14 +172,25 @@ def _artifact(root: Path, record: dict[str, Any]):
     return artifact
 
 
+def bundle_arch(meta: dict[str, Any]) -> Arch | GeneArch:
+    """The subnet a bundle holds: its family's arch from Once-for-All's arch dict (bundles written
+    before families are OFA-MobileNetV3, their width in the dict's "w")."""
+    from hwnas.families import DEFAULT_FAMILY, get_family
+
+    family = get_family(str(meta.get("family", DEFAULT_FAMILY)))
+    obj = meta["arch"]
+    width = meta.get("supernet", {}).get("width_mult")
+    if width is None and isinstance(obj.get("w"), (int, float)):
+        width = obj["w"]
+    return family.arch_from_dict(obj, width)
+
+
 def _torch_module(root: Path, meta: dict[str, Any]):
     """The PyTorch subnet rebuilt from the arch and weights.safetensors (no pickle)."""
     from safetensors.torch import load_file
 
-    from hwnas.supernet.ofa_mbv3 import MobileNetV3Subnet
-
-    arch = Arch.from_ofa_dict(meta["arch"])
-    module = MobileNetV3Subnet(arch, n_classes=int(meta["supernet"]["n_classes"]))
+    arch = bundle_arch(meta)
+    module = arch.family.static_subnet(arch, n_classes=int(meta["supernet"]["n_classes"]))
     module.load_state_dict(load_file(str(root / meta["weights"])), strict=True)
     return module.eval()
 

@@ -1,7 +1,7 @@
 """Which subnet to export: an `Arch`, OFA JSON, or an id looked up in the run's tables.
 
-Ids are `Arch.id` (a hash of the canonical arch), so any table with the flat arch columns can be
-searched by recomputing them; a table's own ``id`` column is honoured too. Lookup order:
+Ids are the arch's `id` (a hash of the canonical arch), so any table with the run family's flat
+columns can be searched by recomputing them; a table's own ``id`` column is honoured too. Lookup order:
 ``pareto.csv`` (the search result), ``accuracy.csv``, then the measurement store. A unique
 prefix of at least 4 characters is enough, as with git hashes.
 """
@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hwnas.errors import InputError
+from hwnas.families.base import GeneArch
 from hwnas.run import RunConfig
-from hwnas.space import FLAT_COLUMNS, Arch
+from hwnas.space import Arch
 
 __all__ = ["PARETO", "ACCURACY", "Candidate", "pareto_members", "resolve_subnet"]
 
@@ -31,7 +32,7 @@ _PRED_TOP1 = ("top1_pred", "top1", "pred_top1", "predicted_top1")
 class Candidate:
     """An arch to export, where it was found, and the other columns of its row there."""
 
-    arch: Arch
+    arch: Arch | GeneArch
     source: str
     row: dict[str, Any] = field(default_factory=dict)
 
@@ -61,29 +62,29 @@ def _jsonable(value: Any) -> Any:
 
 def _table(run: RunConfig, name: str, device: str | None) -> list[Candidate] | None:
     """Candidates of a CSV in the run (None when the file does not exist)."""
-    from hwnas.space import read_arch_table
+    from hwnas.families.tables import read_arch_frame
 
     path = run.run_dir / name
     if not path.exists():
         return None
-    archs, df = read_arch_table(path, run.space)
+    archs, df = read_arch_frame(run.space, path)
     if device is not None and "device" in df.columns:
         keep = (df["device"].astype(str) == device).to_numpy()
         archs, df = [a for a, k in zip(archs, keep) if k], df[keep]
-    extra = [c for c in df.columns if c not in FLAT_COLUMNS]
+    extra = [c for c in df.columns if c not in run.space.flat_columns]
     rows = df[extra].to_dict(orient="records")
     return [Candidate(a, name, {k: _jsonable(v) for k, v in r.items()})
             for a, r in zip(archs, rows)]
 
 
 def _store(run: RunConfig) -> list[Candidate]:
+    from hwnas.families.tables import frame_archs
     from hwnas.latency.store import MEASUREMENTS, read_measurements
-    from hwnas.space import archs_from_frame
 
     df = read_measurements(run.run_dir, kind="subnet")
     if df.empty:
         return []
-    archs = archs_from_frame(df, run.space, source=str(run.run_dir / MEASUREMENTS))
+    archs = frame_archs(run.space, df, source=str(run.run_dir / MEASUREMENTS))
     return list({a.id: Candidate(a, MEASUREMENTS) for a in archs}.values())
 
 
@@ -104,9 +105,11 @@ def _ids(c: Candidate) -> set[str]:
     return {c.arch.id} | ({str(own)} if own not in (None, "") else set())
 
 
-def resolve_subnet(run: RunConfig, arch_or_id: Arch | str, device: str | None = None) -> Candidate:
-    """The candidate for an Arch, an OFA JSON string, or an id (or unique id prefix) in the run."""
-    if isinstance(arch_or_id, Arch):
+def resolve_subnet(run: RunConfig, arch_or_id: Arch | GeneArch | str, device: str | None = None
+                   ) -> Candidate:
+    """The candidate for an arch, an OFA JSON string (Once-for-All's arch dict plus "r", of the
+    run's family), or an id (or unique id prefix) in the run."""
+    if isinstance(arch_or_id, (Arch, GeneArch)):
         arch = run.space.validate(arch_or_id)
         return _known(run, arch, device) or Candidate(arch, "given")
     text = str(arch_or_id).strip()
@@ -115,8 +118,8 @@ def resolve_subnet(run: RunConfig, arch_or_id: Arch | str, device: str | None = 
             obj = json.loads(text)
         except json.JSONDecodeError as err:
             raise InputError(f"subnet {text[:40]!r} is not valid OFA JSON: {err}") from None
-        w = obj.get("w", run.space.width_mult) if isinstance(obj, dict) else None
-        arch = run.space.validate(Arch.from_ofa_dict(obj, w=w))
+        w = obj.get("w") if isinstance(obj, dict) and isinstance(obj.get("w"), (int, float)) else None
+        arch = run.space.validate(run.family.arch_from_dict(obj, run.space.width_mult if w is None else w))
         return _known(run, arch, device) or Candidate(arch, "given")
     if len(text) < 4:
         raise InputError(f"subnet id {text!r} is too short; give at least 4 characters of it")

@@ -11,7 +11,8 @@ import numpy as np
 from hwnas.errors import InputError, TableError
 from hwnas.families.base import Family
 
-__all__ = ["table_codes", "stats_frame", "read_archs", "archs_frame", "MIN_R", "MAX_R"]
+__all__ = ["table_codes", "stats_frame", "read_arch_frame", "frame_archs", "archs_frame", "MIN_R",
+           "MAX_R"]
 
 MIN_R, MAX_R = 16, 512  # resolutions a table may hold (as `hwnas.space.SearchSpace.for_tables`)
 
@@ -80,19 +81,29 @@ def stats_frame(family: Family, df, width_mult: float | None = None, n_classes: 
     return out
 
 
-def read_archs(family: Family, path, space) -> list:
-    """The archs of a CSV/Parquet table of `family`'s flat rows, each within `space` (the
-    supernet's): one-line TableErrors naming row and column."""
-    from hwnas.space import read_table_frame
+def read_arch_frame(space, path, source: str | None = None):
+    """(archs, DataFrame with all the file's columns) of a CSV/Parquet table of flat rows, every
+    arch within `space` (a run's or supernet's space, any family): one-line TableErrors naming
+    row and column. Rows hold values (ResNet50's expand ratios as 0.2/0.25/0.35)."""
+    from hwnas.space import SearchSpace, read_arch_table, read_table_frame
 
+    if isinstance(space, SearchSpace):
+        return read_arch_table(path, space)
     df = read_table_frame(path)
-    m = family.table_codes(df, str(path))
-    archs = space.from_matrix(m)
-    for i, arch in enumerate(archs):
-        reason = space.check(arch)
-        if reason:
-            raise TableError(f"{path} row {i + 1}: {reason}")
-    return archs
+    return frame_archs(space, df, source or str(path)), df
+
+
+def frame_archs(space, df, source: str = "table") -> list:
+    """The archs of a DataFrame of flat rows within `space` (any family)."""
+    from hwnas.space import SearchSpace, archs_from_frame
+
+    if isinstance(space, SearchSpace):
+        return archs_from_frame(df, space, source=source)
+    m = space.family.table_codes(df, source)
+    found = space.check_matrix(m)
+    if found is not None:
+        raise TableError(f"{source} row {found[0] + 1}: {found[1]}")
+    return space.from_matrix(m)
 
 
 def archs_frame(archs, extra=None):

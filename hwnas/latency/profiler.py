@@ -150,11 +150,7 @@ def block_key(entry: dict[str, Any]) -> str:
 
 def build_timing_subnet(arch, n_classes: int):
     """A subnet (of any family) with fixed random weights: what profiling compiles and times."""
-    from hwnas.families.base import GeneArch
-    from hwnas.families import get_family
-
-    family = arch.family if isinstance(arch, GeneArch) else get_family("ofa-mbv3")
-    return family.static_subnet(arch, n_classes)
+    return arch.family.static_subnet(arch, n_classes)
 
 
 def _build_timm(spec: str, n_classes: int):
