@@ -320,6 +320,13 @@ class Family(ABC):
         """Exact params and MACs (Once-for-All's convention: every parameter of the static subnet;
         MACs of convolutions and linear layers) of canonical flat rows, int64 [n] each."""
 
+    def cost_layout(self, width_mult: float | None = None, n_classes: int = 1000):
+        """The additive cost layout (`hwnas.families.parts.CostLayout`) of this family's networks at
+        `width_mult` (None = the default) with `n_classes` classes: the parts a subnet runs, the
+        columns each depends on, their exact costs and the modules that time them alone -- what the
+        lookup-table and analytic latency predictors sum. Torch-free."""
+        raise NotImplementedError(f"the {self.name} family defines no cost layout")
+
     # -- Once-for-All checkpoints ---------------------------------------------------------
     @abstractmethod
     def ofa_layout(self, width_mult: float, n_classes: int = 1000) -> dict[str, tuple[int, ...]]:

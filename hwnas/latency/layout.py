@@ -22,8 +22,9 @@ import numpy as np
 
 from hwnas.errors import InputError
 from hwnas.space import FLAT_COLUMNS, MAX_DEPTH, N_SLOTS, N_STAGES, Arch, SearchSpace
-from hwnas.channels import expand_channels, se_channels
+from hwnas.channels import expand_channels
 from hwnas.families.mbconv import BlockSpec
+from hwnas.families.parts import COST_NAMES, conv_cost, mbconv_cost, out_size
 from hwnas.families.ofa_mbv3.plan import iter_blocks, mbv3_plan
 
 if TYPE_CHECKING:
@@ -46,9 +47,6 @@ __all__ = [
     "entry_module",
 ]
 
-#: exact per-part costs; bytes assume fp32 (a constant factor for other precisions)
-COST_NAMES: tuple[str, ...] = ("macs_pw", "macs_dw", "macs_se", "macs_fixed", "act_bytes",
-                               "weight_bytes", "convs", "blocks")
 #: the per-part latency entries a profile measures (see `hwnas.latency.lut`)
 ENTRY_COLUMNS: tuple[str, ...] = ("part", "stage", "j", "in_ch", "k", "e", "size")
 
@@ -82,8 +80,7 @@ def used_mask(m: np.ndarray) -> np.ndarray:
     return _USED[m[:, 41:46]].reshape(len(m), N_SLOTS)
 
 
-def _out_size(size: int, k: int, stride: int) -> int:
-    return (size + 2 * (k // 2) - k) // stride + 1
+_out_size = out_size
 
 
 @functools.lru_cache(maxsize=None)
@@ -106,35 +103,9 @@ def slot_sizes(r: int) -> tuple[tuple[int, ...], int, int]:
     return tuple(out), stem, size
 
 
-def _conv(cin: int, cout: int, k: int, size_in: int, size_out: int, groups: int = 1,
-          bias: bool = False) -> np.ndarray:
-    """[macs, act_bytes, weight_bytes] of one convolution (BN folded: no extra traffic)."""
-    weights = cout * (cin // groups) * k * k
-    return np.array([weights * size_out * size_out,
-                     4 * (cin * size_in * size_in + cout * size_out * size_out),
-                     4 * (weights + (cout if bias else 0))], dtype=np.float64)
-
-
-@functools.lru_cache(maxsize=65536)
-def _block(cin: int, cout: int, k: int, e: int, stride: int, size: int, use_se: bool,
-           residual: bool, expand: bool = True) -> np.ndarray:
-    mid = expand_channels(cin, e) if expand else cin
-    out = _out_size(size, k, stride)
-    pw = _conv(mid, cout, 1, out, out)
-    if expand:
-        pw = pw + _conv(cin, mid, 1, size, size)
-    dw = _conv(mid, mid, k, size, out, groups=mid)
-    se = np.zeros(3)
-    extra_act = 0.0
-    if use_se:
-        s = se_channels(mid)
-        se = _conv(mid, s, 1, 1, 1, bias=True) + _conv(s, mid, 1, 1, 1, bias=True)
-        extra_act += 4 * 3 * mid * out * out  # pool reads, the scale multiply reads and writes
-    if residual:
-        extra_act += 4 * 3 * cout * out * out
-    convs = (2 if expand else 1) + 1 + (2 if use_se else 0)
-    return np.array([pw[0], dw[0], se[0], 0.0, pw[1] + dw[1] + se[1] + extra_act,
-                     pw[2] + dw[2] + se[2], convs, 1.0])
+# the MBConv arithmetic is shared with the other MobileNet family (`hwnas.families.parts`)
+_conv = conv_cost
+_block = mbconv_cost
 
 
 def block_cost(width_mult: float, slot: int, k: int, e: int, r: int) -> np.ndarray:
@@ -321,3 +292,104 @@ def entry_module(entry, width_mult: float = 1.0, n_classes: int = 1000):
     block = ResidualBlock(layer, spec.stride == 1 and spec.in_channels == spec.out_channels)
     init_weights(block)
     return block.eval(), (1, spec.in_channels, size, size)
+
+
+# -- any family: the family's cost layout, gathered ---------------------------------------------
+MBV3 = "ofa-mbv3"
+
+
+def family_layout(family: str, width_mult: float, n_classes: int):
+    """The `hwnas.families.parts.CostLayout` of `family` (a registry name) at this width/classes."""
+    from hwnas.families import get_family
+
+    return get_family(family).cost_layout(width_mult, n_classes)
+
+
+_KEY_BITS = 12  # gene codes are small; r < 4096
+
+
+class PartGather:
+    """Sum a per-(part, key) quantity over the active parts of many rows of any family, vectorised.
+
+    `part_fn(p, key) -> float[F]` is called once per distinct key of part `p` present in the rows
+    (memoised); every row then reads its value with one fancy index per part. The generic twin of
+    `SlotGather` (which OFA-MobileNetV3's predictors keep using: same numbers, faster)."""
+
+    def __init__(self, layout, part_fn: Callable[[int, tuple[int, ...]], np.ndarray], n_features: int) -> None:
+        self.layout, self.part_fn, self.n_features = layout, part_fn, int(n_features)
+        self._memo: list[dict[int, np.ndarray]] = [{} for _ in layout.parts]
+
+    def per_part(self, m: np.ndarray) -> np.ndarray:
+        """[n, parts, F]: each part's value per row (zero where the row does not run the part)."""
+        n, parts = len(m), self.layout.parts
+        out = np.zeros((n, len(parts), self.n_features))
+        if n == 0:
+            return out
+        active = self.layout.active(m)
+        for p, part in enumerate(parts):
+            rows = active[:, p]
+            every = bool(rows.all())
+            if not every and not rows.any():
+                continue
+            keys = m[:, part.columns] if every else m[rows][:, part.columns]
+            code = keys[:, 0].astype(np.int64)
+            for c in range(1, keys.shape[1]):
+                code = (code << _KEY_BITS) | keys[:, c]
+            uniq, first, inv = np.unique(code, return_index=True, return_inverse=True)
+            memo = self._memo[p]
+            values = np.empty((len(uniq), self.n_features))
+            for i, (u, at) in enumerate(zip(uniq.tolist(), first.tolist())):
+                got = memo.get(u)
+                if got is None:
+                    if len(memo) > 65536:  # bound the memory of odd callers
+                        memo.clear()
+                    got = np.asarray(self.part_fn(p, tuple(int(v) for v in keys[at])),
+                                     dtype=np.float64).reshape(self.n_features)
+                    memo[u] = got
+                values[i] = got
+            if every:
+                out[:, p] = values[inv.reshape(-1)]
+            else:
+                out[rows, p] = values[inv.reshape(-1)]
+        return out
+
+    def total(self, m: np.ndarray, chunk: int = 20000) -> np.ndarray:
+        """[n, F]: the sum over each row's active parts."""
+        out = np.empty((len(m), self.n_features))
+        for lo in range(0, len(m), chunk):
+            out[lo:lo + chunk] = self.per_part(m[lo:lo + chunk]).sum(axis=1)
+        return out
+
+
+@functools.lru_cache(maxsize=32)
+def family_cost_gather(family: str, width_mult: float, n_classes: int) -> PartGather:
+    """Exact `COST_NAMES` costs per part of `family`, then the block's depthwise/spatial MACs
+    again in the column of its kernel (`layout.kernels`): [len(COST_NAMES) + len(kernels)]."""
+    layout = family_layout(family, width_mult, n_classes)
+    kernels = tuple(layout.kernels)
+    dw = COST_NAMES.index("macs_dw")
+
+    def fn(p: int, key: tuple[int, ...]) -> np.ndarray:
+        cost = layout.cost(p, key)
+        extra = np.zeros(len(kernels))
+        k = layout.kernel(p, key)
+        if k in kernels:
+            extra[kernels.index(k)] = cost[dw]
+        return np.concatenate([cost, extra])
+
+    return PartGather(layout, fn, len(COST_NAMES) + len(kernels))
+
+
+def family_entry_keys(family: str, m: np.ndarray, width_mult: float, n_classes: int) -> "pd.DataFrame":
+    """The distinct lookup-table entries (`layout.entry_columns`) the rows `m` of `family` run."""
+    import pandas as pd
+
+    layout = family_layout(family, width_mult, n_classes)
+    active = layout.active(m)
+    rows: set[tuple] = set()
+    for p, part in enumerate(layout.parts):
+        keys = np.unique(m[active[:, p]][:, part.columns], axis=0)
+        rows.update(layout.entry(p, tuple(int(v) for v in key)) for key in keys)
+    order = {"stem": 0, "block": 1, "head": 2}
+    return pd.DataFrame(sorted(rows, key=lambda t: (order[t[0]],) + tuple(t[1:])),
+                        columns=list(layout.entry_columns))

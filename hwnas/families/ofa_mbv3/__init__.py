@@ -96,6 +96,13 @@ class OFAMobileNetV3Family(Family):
 
         return _matrix_counts(np.asarray(m, dtype=np.int64), float(width_mult), n_classes)
 
+    def cost_layout(self, width_mult: float | None = None, n_classes: int = 1000):
+        from hwnas.families.base import check_n_classes
+        from hwnas.families.parts import cached_layout
+        from hwnas.families.ofa_mbv3.parts import MBV3CostLayout
+
+        return cached_layout(MBV3CostLayout, self.check_width(width_mult), check_n_classes(n_classes))
+
     def ofa_layout(self, width_mult: float, n_classes: int = 1000) -> dict[str, tuple[int, ...]]:
         from hwnas.supernet.ofa_import import ofa_mbv3_layout
 

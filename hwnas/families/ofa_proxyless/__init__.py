@@ -122,6 +122,13 @@ class OFAProxylessFamily(Family):
 
         return count_params_macs(self.check_rows(m), self.check_width(width_mult), n_classes)
 
+    def cost_layout(self, width_mult: float | None = None, n_classes: int = 1000):
+        from hwnas.families.base import check_n_classes
+        from hwnas.families.parts import cached_layout
+        from hwnas.families.ofa_proxyless.parts import ProxylessCostLayout
+
+        return cached_layout(ProxylessCostLayout, self.check_width(width_mult), check_n_classes(n_classes))
+
     # -- Once-for-All checkpoints -----------------------------------------------------------
     def ofa_layout(self, width_mult: float, n_classes: int = 1000) -> dict[str, tuple[int, ...]]:
         from hwnas.families.ofa_proxyless.plan import ofa_layout

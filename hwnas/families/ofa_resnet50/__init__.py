@@ -123,6 +123,13 @@ class OFAResNet50Family(Family):
         self.check_rows(m)
         return costs.count_params_macs(m, int(n_classes))
 
+    def cost_layout(self, width_mult: float | None = None, n_classes: int = 1000):
+        from hwnas.families.base import check_n_classes
+        from hwnas.families.parts import cached_layout
+        from hwnas.families.ofa_resnet50.parts import ResNet50CostLayout
+
+        return cached_layout(ResNet50CostLayout, self.check_width(width_mult), check_n_classes(n_classes))
+
     # -- Once-for-All checkpoints ---------------------------------------------------------
     def ofa_layout(self, width_mult: float, n_classes: int = 1000) -> dict[str, tuple[int, ...]]:
         self.check_width(width_mult)

@@ -1,0 +1,143 @@
+"""The additive cost layout of a family's networks: what the lookup-table and analytic latency
+predictors sum (`Family.cost_layout`).
+
+A subnet runs a fixed list of *parts*: the stem, each searchable block position that its depth
+genes keep, and the head. A part's shapes (and so its costs and its latency when timed alone)
+depend only on a few flat-row columns -- the resolution ``r`` and some genes -- called its *key*.
+So any per-part quantity can be tabulated once per distinct key and summed over many rows with
+fancy indexing (`hwnas.latency.layout.PartGather`). A `CostLayout` says, for one family at one
+width and class count:
+
+- `parts`: each part's kind (stem / block / head), stage, position and key columns;
+- `active(m)`: which parts each row runs;
+- `cost(p, key)`: its exact costs (`COST_NAMES`: MACs split by operator type as the analytic
+  features need, activation and weight bytes in fp32, conv count, block count);
+- `kernel(p, key)`: the spatial kernel of its block (the analytic model splits MACs by it);
+- `entry(p, key)` / `entry_module(entry)`: the lookup-table entry that times the part alone
+  (`entry_columns`, 7 values: part name, then six integers, the last one the input size) and the
+  module + input shape that measures it (torch imported there only).
+
+The block-level MACs summed over a row's active parts equal `Family.count_params_macs` exactly.
+This module is torch-free.
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+__all__ = ["COST_NAMES", "Part", "CostLayout", "cached_layout", "conv_cost", "mbconv_cost", "out_size"]
+
+#: exact per-part costs; bytes assume fp32 (a constant factor for other precisions)
+COST_NAMES: tuple[str, ...] = ("macs_pw", "macs_dw", "macs_se", "macs_fixed", "act_bytes",
+                               "weight_bytes", "convs", "blocks")
+
+
+def out_size(size: int, k: int, stride: int) -> int:
+    """Output size of a conv with padding k//2."""
+    return (size + 2 * (k // 2) - k) // stride + 1
+
+
+def conv_cost(cin: int, cout: int, k: int, size_in: int, size_out: int, groups: int = 1,
+              bias: bool = False) -> np.ndarray:
+    """[macs, act_bytes, weight_bytes] of one convolution (BN folded: no extra traffic)."""
+    weights = cout * (cin // groups) * k * k
+    return np.array([weights * size_out * size_out,
+                     4 * (cin * size_in * size_in + cout * size_out * size_out),
+                     4 * (weights + (cout if bias else 0))], dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=65536)
+def mbconv_cost(cin: int, cout: int, k: int, e: int, stride: int, size: int, use_se: bool,
+                residual: bool, expand: bool = True) -> np.ndarray:
+    """`COST_NAMES` of one MBConv block (1x1 expand, kxk depthwise, optional SE, 1x1 project)."""
+    from hwnas.channels import expand_channels, se_channels
+
+    mid = expand_channels(cin, e) if expand else cin
+    out = out_size(size, k, stride)
+    pw = conv_cost(mid, cout, 1, out, out)
+    if expand:
+        pw = pw + conv_cost(cin, mid, 1, size, size)
+    dw = conv_cost(mid, mid, k, size, out, groups=mid)
+    se = np.zeros(3)
+    extra_act = 0.0
+    if use_se:
+        s = se_channels(mid)
+        se = conv_cost(mid, s, 1, 1, 1, bias=True) + conv_cost(s, mid, 1, 1, 1, bias=True)
+        extra_act += 4 * 3 * mid * out * out  # pool reads, the scale multiply reads and writes
+    if residual:
+        extra_act += 4 * 3 * cout * out * out
+    convs = (2 if expand else 1) + 1 + (2 if use_se else 0)
+    return np.array([pw[0], dw[0], se[0], 0.0, pw[1] + dw[1] + se[1] + extra_act,
+                     pw[2] + dw[2] + se[2], convs, 1.0])
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the network: `kind` "stem" | "block" | "head", its `stage` (-1 for the stem,
+    the number of stages for the head), its position `index` in the stage, and the flat-row
+    `columns` its shapes depend on (column 0, ``r``, first)."""
+
+    kind: str
+    stage: int
+    index: int
+    columns: tuple[int, ...]
+
+
+class CostLayout(ABC):
+    """A family's parts at one width multiplier and class count (see the module docstring)."""
+
+    family_name: str = ""
+    #: searchable stages (the analytic "stage" features have one set per stage)
+    n_stages: int = 0
+    #: spatial kernel sizes of the blocks' main convolutions (the analytic "full" features)
+    kernels: tuple[int, ...] = (3,)
+    #: the lookup-table entry columns: "part", five integers, "size" (the part's input size)
+    entry_columns: tuple[str, ...] = ("part", "stage", "j", "in_ch", "k", "e", "size")
+
+    def __init__(self, width_mult: float, n_classes: int) -> None:
+        self.width_mult, self.n_classes = float(width_mult), int(n_classes)
+
+    @property
+    @abstractmethod
+    def parts(self) -> tuple[Part, ...]:
+        """Every part a subnet may run, in network order."""
+
+    @abstractmethod
+    def active(self, m: np.ndarray) -> np.ndarray:
+        """bool [n, len(parts)]: the parts each canonical flat row runs."""
+
+    @abstractmethod
+    def cost(self, p: int, key: tuple[int, ...]) -> np.ndarray:
+        """float64 [len(COST_NAMES)]: exact costs of part `p` with key values `key`."""
+
+    def kernel(self, p: int, key: tuple[int, ...]) -> int:
+        """The spatial kernel of a block part (0 for the stem and head)."""
+        return 3 if self.parts[p].kind == "block" else 0
+
+    @abstractmethod
+    def entry(self, p: int, key: tuple[int, ...]) -> tuple[Any, ...]:
+        """The lookup-table entry (values of `entry_columns`) that times part `p` alone. Parts
+        with equal entries have equal shapes."""
+
+    @abstractmethod
+    def entry_module(self, entry: Mapping[str, Any]) -> tuple[Any, tuple[int, ...]]:
+        """(nn.Module, input shape [1, C, size, size]) that runs one entry in isolation."""
+
+    # -- helpers --------------------------------------------------------------------------
+    def type_key(self, entry: tuple[Any, ...]) -> tuple[int, ...]:
+        """An entry without its size: the part type a lookup table fits one cost to."""
+        return (("stem", "block", "head").index(entry[0]),) + tuple(int(v) for v in entry[1:-1])
+
+    def entry_size(self, entry: tuple[Any, ...]) -> int:
+        return int(entry[-1])
+
+
+@functools.lru_cache(maxsize=64)
+def cached_layout(cls: type[CostLayout], width_mult: float, n_classes: int) -> CostLayout:
+    """One shared layout per (class, width, classes): its per-key costs are memoised."""
+    return cls(width_mult, n_classes)
