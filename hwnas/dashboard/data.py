@@ -7,6 +7,8 @@ results appear while a search is still running.
 
 from __future__ import annotations
 
+import functools
+
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hwnas.space import FLAT_COLUMNS, N_STAGES, Arch
+from hwnas.space import N_STAGES, Arch
 
 __all__ = ["RunFiles", "run_status", "load_pareto", "load_measurements", "load_accuracy",
            "load_search", "load_train_log", "latency_pairs", "device_matrix", "rank_correlations",
@@ -108,12 +110,42 @@ def load_accuracy(files: RunFiles) -> pd.DataFrame:
     return _read_csv(files.accuracy)
 
 
+def run_space(files: RunFiles):
+    """The run's search space (of its family): `hwnas.space.SearchSpace` or a `FamilySpace`."""
+    mtime = files.config.stat().st_mtime if files.config.exists() else 0.0
+    return _run_space(files.root, mtime)
+
+
+@functools.lru_cache(maxsize=32)
+def _run_space(root: Path, mtime: float):
+    from hwnas.errors import HwnasError
+    from hwnas.run import open_run
+    from hwnas.space import SearchSpace
+
+    try:
+        return open_run(root, create=False).space
+    except HwnasError:  # no or a broken config.yaml: the first family's columns
+        return SearchSpace()
+
+
+def arch_codes(files: RunFiles, df: pd.DataFrame) -> np.ndarray:
+    """The int matrix of a table's flat rows in the run family's columns (what predictors take)."""
+    return run_space(files).family.table_codes(df).astype(np.int32)
+
+
 def load_pareto(files: RunFiles) -> pd.DataFrame:
+    """pareto.csv with each subnet's `id`, its description (`arch`) and its int row (`arch_row`)."""
     df = _read_csv(files.pareto)
     if df.empty:
         return df
-    if "id" not in df.columns and set(FLAT_COLUMNS) <= set(df.columns):
-        df["id"] = [Arch.from_row(r).id for r in df[list(FLAT_COLUMNS)].to_numpy().tolist()]
+    space = run_space(files)
+    if not set(space.flat_columns) <= set(df.columns):
+        return df
+    archs = space.from_matrix(arch_codes(files, df))
+    if "id" not in df.columns:
+        df["id"] = [a.id for a in archs]
+    df["arch"] = [a.describe() for a in archs]
+    df["arch_row"] = [list(a.to_row()) for a in archs]
     return df
 
 
@@ -147,7 +179,7 @@ def latency_pairs(files: RunFiles, device: str) -> pd.DataFrame:
     if df.empty:
         return df
     predictor = load_predictor(path)
-    df["predicted_ms"] = predictor.predict(df[list(FLAT_COLUMNS)].to_numpy().astype(np.int32))
+    df["predicted_ms"] = predictor.predict(arch_codes(files, df))
     df["measured_ms"] = df["corrected_ms"]
     df["error_pct"] = 100 * (df["predicted_ms"] / df["measured_ms"] - 1)
     return df
@@ -170,16 +202,29 @@ def rank_correlations(matrix: pd.DataFrame) -> pd.DataFrame:
     return matrix.corr(method="kendall")
 
 
-def arch_grid(arch: Arch) -> pd.DataFrame:
-    """Long table of the 20 slots for the per-stage picture: stage, block, kernel, expand, used."""
+def arch_grid(arch) -> pd.DataFrame:
+    """Long table for the per-block picture: row, column, colour value, label, used.
+
+    OFA-MobileNetV3: stages x blocks (kernel and expand per used slot). Other families: one row
+    per gene group, one cell per gene (inactive genes, which do not change the network, show —)."""
     rows = []
-    for s in range(N_STAGES):
-        for j in range(4):
-            i = 4 * s + j
-            used = j < arch.d[s]
-            rows.append({"stage": f"stage {s + 1}", "block": j + 1, "kernel": arch.ks[i] if used else None,
-                         "expand": arch.e[i] if used else None, "used": used,
-                         "label": f"k{arch.ks[i]} e{arch.e[i]}" if used else "—"})
+    if isinstance(arch, Arch):
+        for s in range(N_STAGES):
+            for j in range(4):
+                i = 4 * s + j
+                used = j < arch.d[s]
+                rows.append({"stage": f"stage {s + 1}", "block": j + 1, "expand": arch.e[i] if used else None,
+                             "used": used, "label": f"k{arch.ks[i]} e{arch.e[i]}" if used else "—"})
+        return pd.DataFrame(rows)
+    family = arch.family
+    active = family.active_mask(np.asarray([arch.to_row()]))[0]
+    k = 0
+    for g in family.gene_groups():
+        for i, value in enumerate(arch.group(g.name)):
+            used = bool(active[k])
+            k += 1
+            rows.append({"stage": g.name, "block": i + 1, "expand": float(value) if used else None,
+                         "used": used, "label": f"{value:g}" if used else "—"})
     return pd.DataFrame(rows)
 
 
@@ -247,7 +292,6 @@ def front_frame(front: pd.DataFrame, device: str | None, budget: float | None) -
     else:
         df["budget_state"] = "no budget"
     df["latency_source"] = np.where(df["measured"].notna(), "measured", "predicted")
-    df["arch"] = [Arch.from_row(r).describe() for r in df[list(FLAT_COLUMNS)].astype(int).to_numpy().tolist()]
     return df.sort_values(["ms", "top1_pred"]).reset_index(drop=True)
 
 
@@ -522,7 +566,7 @@ def front_on(files: RunFiles, device: str) -> pd.DataFrame:
             from hwnas.latency import load_predictor
 
             pred = load_predictor(files.predictors / f"latency-{device}.json")
-            df["ms"] = np.asarray(pred.predict(df[list(FLAT_COLUMNS)].to_numpy().astype(np.int32)), float)
+            df["ms"] = np.asarray(pred.predict(arch_codes(files, df)), float)
         except Exception:
             return pd.DataFrame()
     mcol = f"measured_ms:{device}" if f"measured_ms:{device}" in df.columns else (

@@ -11,7 +11,7 @@ import streamlit as st
 
 from hwnas.dashboard import charts, data
 from hwnas.dashboard.views.common import cached_zip, fmt_num, show_missing
-from hwnas.space import FLAT_COLUMNS, Arch
+from hwnas.export.bundle import bundle_arch
 
 
 def _subnet_pool(files: data.RunFiles) -> pd.DataFrame:
@@ -24,12 +24,12 @@ def _subnet_pool(files: data.RunFiles) -> pd.DataFrame:
         df = data.front_frame(front, device, data.budget_of(search, device))
         for r in df.itertuples():
             rows.append({"id": r.id, "source": "pareto.csv", "top1_pred": r.top1_pred, "measured_top1": r.measured_top1,
-                         "ms_pred": r.ms, "measured_ms": r.measured, "arch": [int(getattr(r, c)) for c in FLAT_COLUMNS]})
+                         "ms_pred": r.ms, "measured_ms": r.measured, "arch": r.arch_row})
     known = {r["id"] for r in rows}
     for path in sorted(files.exports.glob("*/model.json")) if files.exports.exists() else []:
         try:
             meta = json.loads(path.read_text())
-            arch = Arch.from_ofa_dict(meta["arch"])
+            arch = bundle_arch(meta)
         except Exception:
             continue
         if arch.id in known:
@@ -43,12 +43,12 @@ def _subnet_pool(files: data.RunFiles) -> pd.DataFrame:
                      "arch": list(arch.to_row())})
     measured = data.load_measurements(files)
     if not measured.empty:
-        for r in measured[measured["kind"] == "subnet"].drop_duplicates("key").itertuples():
+        subnets = measured[measured["kind"] == "subnet"].drop_duplicates("key")
+        for r, codes in zip(subnets.itertuples(), data.arch_codes(files, subnets).tolist()):
             if r.key not in known:
                 known.add(r.key)
                 rows.append({"id": r.key, "source": f"measured ({r.device})", "top1_pred": None, "measured_top1": None,
-                             "ms_pred": None, "measured_ms": r.corrected_ms,
-                             "arch": [int(getattr(r, c)) for c in FLAT_COLUMNS]})
+                             "ms_pred": None, "measured_ms": r.corrected_ms, "arch": codes})
     return pd.DataFrame(rows)
 
 
@@ -84,7 +84,7 @@ def page_subnet(files: data.RunFiles) -> None:
     chosen = st.selectbox("Subnet (type to search by id, accuracy or latency)", ids, key="subnet_id",
                           format_func=lambda i: labels.get(i, i))
     row = pool[pool["id"] == chosen].iloc[0]
-    arch = Arch.from_row(row["arch"])
+    arch = data.run_space(files).from_matrix([row["arch"]])[0]
     st.code(arch.describe())
     numbers = pd.DataFrame({"": ["top-1 (%)", "latency (ms)"],
                             "predicted": [row["top1_pred"], row["ms_pred"]],

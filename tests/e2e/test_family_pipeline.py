@@ -1,0 +1,96 @@
+"""Every stage for every family: one run per family on a tiny, briefly trained supernet.
+
+`hwnas train --family F` (progressive shrinking with the family's phases, MNIST-embedded, r 32-40),
+then as a user would: profile with lookup-table entries, latency fit (and the lookup table from
+the entries), accuracy table, search with verification (measured latency and top-1), export with
+verification, and the dashboard's readers on the run. The accuracy of a few training steps means
+nothing; that each stage runs on each family's run and keeps its columns is the point.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TINY = ["phases.full.epochs=1", "phases.kernel.epochs=1", "phases.depth.epochs=1",
+        "phases.expand.epochs=1", "phases.width.epochs=1", "max_steps_per_epoch=1",
+        "data.batch_size=8", "eval_batches=1", "bn_batches=1", "threads=1", "space.r=32:40:4"]
+
+
+def cli(capsys, *args: str) -> tuple[int, str]:
+    from hwnas.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(list(args))
+    captured = capsys.readouterr()
+    return done.value.code, captured.out + captured.err
+
+
+@pytest.mark.parametrize("family", ["ofa-proxyless", "ofa-resnet50"])
+def test_every_stage_runs_on_a_run_of_the_family(family, tmp_path, capsys):
+    from hwnas.families import get_family
+
+    fam = get_family(family)
+    sets = [x for item in TINY for x in ("--set", item)]
+    code, out = cli(capsys, "train", "--family", family, "--out", str(tmp_path / "sn"), *sets)
+    assert code == 0, out
+    stem = tmp_path / "sn" / "supernet"
+    run = tmp_path / "run"
+
+    code, out = cli(capsys, "profile", "--run", str(run), "--supernet", str(stem), "--device", "cpu-ort",
+                    "--samples", "8", "--rounds", "3", "--runs", "3", "--blocks")
+    assert code == 0, out
+    ms = pd.read_parquet(run / "measurements.parquet")
+    subnets = ms[ms["kind"] == "subnet"]
+    assert len(subnets) == 8 and set(fam.flat_columns()) <= set(ms.columns)
+    m = fam.table_codes(subnets)  # the store holds the family's own rows, values as in its CSVs
+    params, macs = fam.count_params_macs(m, fam.check_width(None) if family != "ofa-proxyless" else 1.3, 10)
+    assert (subnets["macs"].to_numpy() == macs).all()
+
+    code, out = cli(capsys, "latency", "fit", "--run", str(run), "--device", "cpu-ort")
+    assert code == 0, out
+    assert (run / "predictors" / "latency-cpu-ort.json").exists()
+    code, out = cli(capsys, "latency", "fit", "--run", str(run), "--device", "cpu-ort", "--kind", "lut",
+                    "--out", str(tmp_path / "lut.json"))
+    assert code == 0, out
+
+    code, out = cli(capsys, "accuracy", "build", "--run", str(run), "--samples", "12")
+    assert code == 0, out
+    table = pd.read_csv(run / "accuracy.csv")
+    assert len(table) == 12 and table["top1"].between(0, 100).all()
+    assert set(fam.flat_columns()) <= set(table.columns)
+
+    budget = float(subnets["corrected_ms"].max()) * 2
+    code, out = cli(capsys, "search", "--run", str(run), "--device", "cpu-ort", "--latency-ms",
+                    f"{budget:.3f}", "--population", "16", "--generations", "3", "--top-k", "1",
+                    "--accuracy-samples", "12")
+    assert code == 0, out
+    pareto = pd.read_csv(run / "pareto.csv")
+    fam.table_codes(pareto)  # the family's columns, as values
+    verified = pareto.dropna(subset=["measured_ms"])
+    assert len(verified) >= 1 and verified["measured_top1"].notna().all()
+
+    subnet = str(verified["id"].iloc[0])
+    bundle = tmp_path / "bundle"
+    code, out = cli(capsys, "export", "--run", str(run), "--device", "cpu-ort", "--subnet", subnet,
+                    "--out", str(bundle), "--verify-images", "8")
+    assert code == 0, out
+    meta = json.loads((bundle / "model.json").read_text())
+    assert meta["status"] == "verified" and meta["family"] == family and meta["id"] == subnet
+
+    from hwnas.export.bundle import load
+
+    loaded = load(bundle)
+    assert loaded.arch.id == subnet
+    probs = loaded.predict(np.zeros((2, 28, 28, 3), np.uint8))
+    assert np.asarray(probs).shape[-1] == 10
+
+    from hwnas.dashboard import data as dash
+
+    assert dash.list_runs(tmp_path) == [run] or run in dash.list_runs(tmp_path)
