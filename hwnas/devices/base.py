@@ -224,12 +224,15 @@ class Backend(ABC):
         if reason:
             raise DeviceError(f"device '{self.device.name}' is not usable here: {reason}")
 
-    def compile(self, module: nn.Module, example_input: torch.Tensor, workdir: str | Path
-                ) -> Artifact:
+    def compile(self, module: nn.Module, example_input: torch.Tensor, workdir: str | Path, *,
+                calibration: np.ndarray | None = None) -> Artifact:
         """Compile `module` for this device into files under `workdir` (one folder per model).
 
         The example input fixes the input shape; its batch dimension is replaced by the device's
-        batch size. The module is not modified.
+        batch size. The module is not modified. `calibration`: (N, C, H, W) float32 training
+        images for INT8 devices (resized to the input size; other precisions ignore them); without
+        them INT8 devices calibrate on a fixed-seed synthetic batch, and the artifact's
+        ``metadata["calibration"]`` says which ("images" or "synthetic").
         """
         import torch
 
@@ -244,6 +247,7 @@ class Backend(ABC):
         workdir.mkdir(parents=True, exist_ok=True)
         was_training = module.training
         module.eval()
+        self._calibration = calibration
         try:
             artifact = self._compile(module, x, workdir)
         except HwnasError:
@@ -253,6 +257,7 @@ class Backend(ABC):
                               f"{one_line(err)}") from err
         finally:
             module.train(was_training)
+            self._calibration = None
         artifact.metadata.setdefault("versions", self.versions())
         return artifact
 
@@ -273,10 +278,19 @@ class Backend(ABC):
         return runner
 
     def compile_and_load(self, module: nn.Module, example_input: torch.Tensor,
-                         workdir: str | Path) -> Runner:
-        return self.load(self.compile(module, example_input, workdir))
+                         workdir: str | Path, *, calibration: np.ndarray | None = None) -> Runner:
+        return self.load(self.compile(module, example_input, workdir, calibration=calibration))
 
     # -- for subclasses ------------------------------------------------------------------
+    _calibration: np.ndarray | None = None  # set by compile for the duration of one compile
+
+    def _calibration_for(self, shape: tuple[int, ...]) -> tuple[np.ndarray, dict[str, Any]]:
+        """The images an INT8 compile calibrates on, and the artifact metadata that says so."""
+        from hwnas.devices.quantize import calibration_batch
+
+        images, source = calibration_batch(self._calibration, shape, self.device.name)
+        return images, {"calibration": source, "calibration_images": int(len(images))}
+
     def _require(self, module: str) -> Any:
         return require(module, self.device.name, self.extra)
 
@@ -304,11 +318,17 @@ class OnnxBuiltBackend(Backend):
     """A backend whose artifact is built from an ONNX model (OpenVINO IR, TensorRT engine), so a
     device agent, which receives only ONNX, can serve it through `compile_onnx`."""
 
-    def compile_onnx(self, artifact: Artifact, workdir: str | Path) -> Artifact:
-        """This backend's artifact from an ONNX artifact (the agent's hook)."""
+    def compile_onnx(self, artifact: Artifact, workdir: str | Path, *,
+                     calibration: np.ndarray | None = None) -> Artifact:
+        """This backend's artifact from an ONNX artifact (the agent's hook); `calibration` as
+        for `compile`."""
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
-        return self._from_onnx(Path(artifact.path), artifact.input_shape, workdir)
+        self._calibration = calibration
+        try:
+            return self._from_onnx(Path(artifact.path), artifact.input_shape, workdir)
+        finally:
+            self._calibration = None
 
     @abstractmethod
     def _from_onnx(self, onnx_path: Path, shape: tuple[int, ...], workdir: Path) -> Artifact:

@@ -10,6 +10,11 @@ corrupts memory (seen: "malloc(): invalid size" within a few hundred runs). So t
 before a model loads, only when no ExecuTorch model is loaded in the process; ExecuTorch devices
 with different thread counts cannot be measured in one process while models of the other stay
 loaded (close them first). Before every timed block the runner reads the pool size back.
+
+INT8 (`mobile-xnnpack-int8`): PT2E post-training quantization with ExecuTorch's XNNPACK quantizer
+(symmetric int8, per-channel weights; `prepare_pt2e` -> calibration batches -> `convert_pt2e`),
+then the same lowering; XNNPACK runs the quantized patterns with its QS8 kernels. The artifact
+records `int8_share` (conv/linear nodes in int8 patterns) and the calibration source.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from hwnas.devices._imports import missing_module
 from hwnas.devices.base import Artifact, Backend, Runner
 from hwnas.errors import DeviceError
 from hwnas.fileio import atomic_write_bytes
@@ -41,11 +47,23 @@ class ExecuTorchBackend(Backend):
     extra = "executorch"
     dists = ("executorch", "torchao")
 
+    @classmethod
+    def precisions(cls, provider: str | None) -> tuple[str, ...]:
+        return ("fp32", "int8")
+
+    def _available(self) -> str | None:
+        if self.device.precision == "int8":
+            return missing_module("torchao", self.extra)  # PT2E quantization lives there
+        return None
+
     def _compile(self, module: nn.Module, x: torch.Tensor, workdir: Path) -> Artifact:
         import torch
 
         exir = self._require("executorch.exir")
         xnnpack = self._require("executorch.backends.xnnpack.partition.xnnpack_partitioner")
+        meta: dict[str, Any] = {}
+        if self.device.precision == "int8":
+            module, meta = self._quantized(module, x)
         exported = torch.export.export(module, (x,))
         edge = exir.to_edge_transform_and_lower(
             exported, partitioner=[xnnpack.XnnpackPartitioner()])
@@ -53,7 +71,27 @@ class ExecuTorchBackend(Backend):
         program = edge.to_executorch()
         path = workdir / "model.pte"
         atomic_write_bytes(path, program.buffer)
-        return self._artifact(path, x, undelegated_ops=dict(leftover))
+        return self._artifact(path, x, undelegated_ops=dict(leftover), **meta)
+
+    def _quantized(self, module: nn.Module, x: torch.Tensor) -> tuple[Any, dict[str, Any]]:
+        """PT2E int8: the converted graph module and the artifact's metadata."""
+        import torch
+
+        from hwnas.devices.quantize import batches, pt2e_int8_share
+
+        xq = self._require("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
+        pt2e = self._require("torchao.quantization.pt2e.quantize_pt2e")
+        quantizer = xq.XNNPACKQuantizer().set_global(
+            xq.get_symmetric_quantization_config(is_per_channel=True))
+        images, meta = self._calibration_for(tuple(x.shape))
+        prepared = pt2e.prepare_pt2e(torch.export.export(module, (x,)).module(), quantizer)
+        with torch.no_grad():
+            for batch in batches(images, int(x.shape[0])):
+                prepared(torch.from_numpy(batch))
+        converted = pt2e.convert_pt2e(prepared)
+        meta.update(quantizer="xnnpack-pt2e", activations="int8", weights="int8-per-channel",
+                    **pt2e_int8_share(converted))
+        return converted, meta
 
     def _load(self, artifact: Artifact) -> Runner:
         return ExecuTorchRunner(artifact, self.device, self.versions(),

@@ -2,6 +2,10 @@
 
 CPU: `intra_op_num_threads` = the device's threads, one inter-op thread, sequential execution,
 all graph optimisations; the session's options are read back to verify the thread count.
+INT8 (`cpu-ort-int8`): static QDQ quantization of the fp32 export (per-channel int8 weights, uint8
+activations, calibration images from `compile(..., calibration=)`), choosing what to quantize so
+that ONNX Runtime's fused int8 kernels actually run (see `hwnas.devices.quantize`); the artifact
+records `int8_share`, read from the session's optimized graph.
 CUDA: inputs and outputs stay on the GPU through I/O binding so a sample times the model, not
 host<->device copies; `run_with_iobinding` returns after the GPU work, and outputs are
 synchronised inside the timed call, so the host clock is right here (the CUDA EP runs on its
@@ -38,7 +42,7 @@ class OnnxRuntimeBackend(Backend):
 
     @classmethod
     def precisions(cls, provider: str | None) -> tuple[str, ...]:
-        return ("fp32", "fp16") if provider == _CUDA else ("fp32",)
+        return ("fp32", "fp16") if provider == _CUDA else ("fp32", "int8")
 
     @classmethod
     def default_provider(cls) -> str | None:
@@ -59,9 +63,23 @@ class OnnxRuntimeBackend(Backend):
         return None
 
     def _compile(self, module: nn.Module, x: torch.Tensor, workdir: Path) -> Artifact:
+        if self.device.precision == "int8":
+            return self._compile_int8(module, x, workdir)
         path = export_onnx(module, x, workdir / "model.onnx", precision=self.device.precision)
         dtype = "float16" if self.device.precision == "fp16" else "float32"
         return self._artifact(path, x, input_dtype=dtype, opset=17)
+
+    def _compile_int8(self, module: nn.Module, x: torch.Tensor, workdir: Path) -> Artifact:
+        from hwnas.devices.quantize import ORT_OP_TYPES, ort_int8_share, quantize_onnx
+
+        fp32 = export_onnx(module, x, workdir / "model_fp32.onnx")
+        images, calib = self._calibration_for(tuple(x.shape))
+        path = workdir / "model.onnx"
+        op_types = self.device.options.get("op_types", ORT_OP_TYPES)
+        meta = quantize_onnx(fp32, path, images, batch=int(x.shape[0]), op_types=op_types)
+        share = ort_int8_share(path, self.device.provider or _CPU)
+        return self._artifact(path, x, opset=17, quantizer="onnxruntime-qdq", fp32_onnx=str(fp32),
+                              **calib, **meta, **share)
 
     def _load(self, artifact: Artifact) -> Runner:
         return OnnxRuntimeRunner(artifact, self.device, self.versions())

@@ -73,6 +73,16 @@ _BUILTIN: list[dict[str, Any]] = [
     dict(name="cuda-ort", backend="onnxruntime", provider="CUDAExecutionProvider",
          description="ONNX Runtime CUDA EP with I/O binding"),
     dict(name="trt", backend="tensorrt", description="TensorRT engine built from ONNX"),
+    # INT8 variants: post-training quantization at compile time (hwnas.devices.quantize)
+    dict(name="cpu-ort-int8", backend="onnxruntime", provider="CPUExecutionProvider",
+         precision="int8", description="ONNX Runtime CPU EP, static QDQ int8 (per-channel weights)"),
+    dict(name="cpu-openvino-int8", backend="openvino", provider="CPU", precision="int8",
+         options={"quantizer": "onnx-qdq"}, description="OpenVINO CPU plugin running a QDQ int8 model (quantizer option: "
+                     "onnx-qdq, or nncf when installed)"),
+    dict(name="mobile-xnnpack-int8", backend="executorch", precision="int8",
+         description="ExecuTorch PT2E int8 (XNNPACK quantizer, per-channel) lowered to XNNPACK"),
+    dict(name="trt-int8", backend="tensorrt", precision="int8",
+         description="TensorRT engine from an explicit Q/DQ int8 ONNX"),
 ]
 
 

@@ -12,6 +12,11 @@ Run: `trt.Runtime.deserialize_cuda_engine` -> `create_execution_context`; input 
 in torch CUDA tensors bound with `set_tensor_address`; `execute_async_v3` on a dedicated torch
 stream, timed with CUDA events on that stream. Engines are specific to the GPU and TensorRT
 version that built them: the artifact records both.
+
+INT8 (`trt-int8`): explicit quantization only (TensorRT's implicit INT8 calibrators are
+deprecated): the fp32 ONNX is quantized to a Q/DQ graph (symmetric int8 activations, per-channel
+int8 weights, calibration images from `compile(..., calibration=)`) and the strongly typed build
+follows its Q/DQ. `int8_share` is read from that Q/DQ graph.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ class TensorRtBackend(OnnxBuiltBackend):
 
     @classmethod
     def precisions(cls, provider: str | None) -> tuple[str, ...]:
-        return ("fp32", "fp16")
+        return ("fp32", "fp16", "int8")
 
     def _available(self) -> str | None:
         from hwnas.devices._cuda import cuda_reason
@@ -53,7 +58,8 @@ class TensorRtBackend(OnnxBuiltBackend):
         return cuda_reason()
 
     def _compile(self, module: nn.Module, x: torch.Tensor, workdir: Path) -> Artifact:
-        onnx_path = export_onnx(module, x, workdir / "model.onnx", precision=self.device.precision)
+        precision = "fp32" if self.device.precision == "int8" else self.device.precision
+        onnx_path = export_onnx(module, x, workdir / "model.onnx", precision=precision)
         return self._from_onnx(onnx_path, tuple(x.shape), workdir)
 
     def _from_onnx(self, onnx_path: Path, shape: tuple[int, ...], workdir: Path) -> Artifact:
@@ -64,6 +70,16 @@ class TensorRtBackend(OnnxBuiltBackend):
         trt = self._require("tensorrt")
         precision = self.device.precision
         workspace = int(self.device.options.get("workspace_bytes", _WORKSPACE))
+        meta: dict[str, Any] = {}
+        if precision == "int8":
+            from hwnas.devices.quantize import TRT_OP_TYPES, qdq_graph_int8_share, quantize_onnx
+
+            images, meta = self._calibration_for(shape)
+            qdq = workdir / "model_int8_qdq.onnx"
+            meta.update(quantize_onnx(onnx_path, qdq, images, batch=shape[0],
+                                      op_types=TRT_OP_TYPES, symmetric=True),
+                        quantizer="onnxruntime-qdq", **qdq_graph_int8_share(qdq))
+            onnx_path = qdq
         try:
             path = build_engine(onnx_path, workdir / "model.engine", precision=precision,
                                 workspace_mb=max(1, workspace >> 20), log=lambda _msg: None)
@@ -71,7 +87,7 @@ class TensorRtBackend(OnnxBuiltBackend):
             raise DeviceError(f"device '{self.device.name}': {err}") from None
         dtype = "float16" if precision == "fp16" else "float32"
         return self._artifact(path, shape, input_dtype=dtype, onnx=str(onnx_path),
-                              gpu=torch.cuda.get_device_name(), tensorrt=trt.__version__)
+                              gpu=torch.cuda.get_device_name(), tensorrt=trt.__version__, **meta)
 
     def _load(self, artifact: Artifact) -> Runner:
         return TensorRtRunner(artifact, self.device, self.versions(), self._require("tensorrt"))

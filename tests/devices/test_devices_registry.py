@@ -9,6 +9,7 @@ from hwnas.errors import DeviceError
 
 BUILTINS = ["cpu-torch", "cpu-ort", "cpu-openvino", "mobile-xnnpack", "mobile-litert",
             "cuda-torch", "cuda-ort", "trt"]
+INT8 = ["cpu-ort-int8", "cpu-openvino-int8", "mobile-xnnpack-int8", "trt-int8"]  # test_devices_int8
 
 
 def _one_line(err: pytest.ExceptionInfo) -> str:
@@ -46,7 +47,7 @@ def test_user_devices_from_yaml(tmp_path):
     assert devices["cpu-ort-2t"].provider == "CPUExecutionProvider"  # backend default filled in
     assert get_device("ov-bf16", devices_file=path).precision == "bf16"
     names = [row["name"] for row in list_devices(path)]
-    assert names == BUILTINS + ["cpu-ort-2t", "ov-bf16"]
+    assert names == BUILTINS + INT8 + ["cpu-ort-2t", "ov-bf16"]
 
 
 def test_mapping_form(tmp_path):
@@ -65,7 +66,7 @@ def test_mapping_form(tmp_path):
     ("devices:\n  - name: x\n    backend: torch\n    threads: 0\n",
      "device 'x': threads: Input should be greater than or equal to 1"),
     ("devices:\n  - name: x\n    backend: onnxruntime\n    precision: fp16\n",
-     "backend onnxruntime with provider CPUExecutionProvider supports precision fp32; got fp16"),
+     "backend onnxruntime with provider CPUExecutionProvider supports precision fp32, int8; got fp16"),
     ("devices:\n  - name: x\n    backend: torch\n    precision: fp8\n", "device 'x': precision:"),
     ("devices:\n  - name: cpu-ort\n    backend: onnxruntime\n", "'cpu-ort' is a built-in device"),
     ("devices:\n  - {name: a, backend: torch}\n  - {name: a, backend: torch}\n",
@@ -92,7 +93,7 @@ def test_missing_devices_file(tmp_path):
 
 def test_list_devices_rows_say_why_a_device_is_unusable():
     rows = {row["name"]: row for row in list_devices()}
-    assert set(rows) == set(BUILTINS)
+    assert set(rows) == set(BUILTINS + INT8)
     for row in rows.values():
         assert set(row) == {"name", "backend", "options", "description", "source", "available"}
         assert row["available"] is None or isinstance(row["available"], str)
