@@ -177,19 +177,23 @@ def space_sample(
     seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (default: fresh entropy)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write to this file instead of stdout."),
     space_file: Optional[Path] = SpaceOpt,
+    family: str = FamilyOpt,
 ) -> None:
-    """Sample subnets uniformly over distinct networks."""
-    from hwnas.space import FLAT_COLUMNS
+    """Sample subnets (OFA-MobileNetV3: uniformly over distinct networks)."""
+    from hwnas.families import DEFAULT_FAMILY, get_family
+    from hwnas.families.tables import archs_frame
 
     if n < 1:
         raise InputError(f"-n must be at least 1, got {n}")
-    space = _load_space(space_file)
+    fam = get_family(family)
+    if family != DEFAULT_FAMILY and space_file is not None:
+        raise InputError(f"--space files describe ofa-mbv3 spaces; leave it out with --family {family}")
+    space = _load_space(space_file) if family == DEFAULT_FAMILY else fam.default_space()
     archs = space.sample(n, seed)
     if fmt is SampleFormat.json:
         text = json.dumps([json.loads(a.to_json()) for a in archs], indent=None) + "\n"
     else:
-        lines = [",".join(FLAT_COLUMNS)] + [",".join(map(str, a.to_row())) for a in archs]
-        text = "\n".join(lines) + "\n"
+        text = archs_frame(archs).to_csv(index=False)
     _write_or_print(text, out)
 
 
