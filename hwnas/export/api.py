@@ -270,8 +270,9 @@ class _Exporter:
                 shutil.copyfile(artifact.path, stage / ENGINE)
                 artifact.path, artifact.files = stage / ENGINE, [stage / ENGINE]
                 artifact.metadata["onnx"] = "built from a static-batch export of model.onnx"
-        else:
-            artifact = self.backend.compile(subnet, x, stage)
+        else:  # INT8 devices calibrate on training images (never test images)
+            images = _images(calib.dataset, _TRT_CALIB_IMAGES, arch.r)[0] if precision == "int8" else None
+            artifact = self.backend.compile(subnet, x, stage, calibration=images)
             if not (stage / ONNX).exists():  # .pte / .tflite / eager devices: ONNX as well
                 export_onnx(subnet, xb, stage / ONNX)
             elif artifact.format == "onnx":
