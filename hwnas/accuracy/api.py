@@ -9,9 +9,8 @@ import numpy as np
 
 from hwnas.accuracy.predictors import AccuracyPredictor, load_predictor_file
 from hwnas.accuracy.select import fit_best_accuracy
-from hwnas.accuracy.table import build_accuracy_table, read_accuracy_table
+from hwnas.accuracy.table import build_accuracy_table, frame_codes, read_accuracy_table
 from hwnas.errors import CheckpointError, InputError
-from hwnas.space import FLAT_COLUMNS
 
 __all__ = ["ACCURACY_PREDICTOR", "fit_accuracy_predictor", "load_accuracy_predictor",
            "ensure_accuracy_predictor"]
@@ -24,11 +23,11 @@ def fit_accuracy_predictor(run, *, seed: int = 0, candidates=None, save: bool = 
                            ) -> tuple[AccuracyPredictor, dict[str, Any]]:
     """Choose and fit the accuracy predictor on the run's table by out-of-fold error; saved to
     `<run>/predictors/accuracy.json` (+ .npz). Returns (predictor, report)."""
-    df = read_accuracy_table(run.run_dir)
+    df = read_accuracy_table(run.run_dir, space=run.space)
     if len(df) < MIN_ROWS:
         raise InputError(f"the accuracy table of {run.run_dir} has {len(df)} subnets; fitting needs "
                          f"at least {MIN_ROWS}: build it with `hwnas accuracy build --run {run.run_dir}`")
-    m = df[list(FLAT_COLUMNS)].to_numpy(dtype=np.int32)
+    m = frame_codes(run.space, df, str(Path(run.run_dir) / "accuracy.csv"))
     y = df["top1"].to_numpy(dtype=np.float64)
     pred, report = fit_best_accuracy(run.space, m, y, n_classes=run.n_classes, candidates=candidates,
                                      seed=seed)
@@ -51,11 +50,11 @@ def ensure_accuracy_predictor(run, n: int = 1000, *, seed: int = 0,
     if path.exists():
         try:
             pred = load_accuracy_predictor(run.run_dir)
-            if int(pred.meta.get("n_train", 0)) >= len(read_accuracy_table(run.run_dir)):
+            if int(pred.meta.get("n_train", 0)) >= len(read_accuracy_table(run.run_dir, space=run.space)):
                 return pred
         except CheckpointError:
             pass  # an older format or a damaged file: refitted from the table below
-    elif len(read_accuracy_table(run.run_dir)) < n:
+    elif len(read_accuracy_table(run.run_dir, space=run.space)) < n:
         build_accuracy_table(run, n, seed=seed, progress=progress, **table_kw)
     if progress:
         progress("fit-accuracy")

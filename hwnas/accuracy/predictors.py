@@ -11,7 +11,8 @@ clipped to the range of top-1 the table it was fitted on holds (`clip`), and a s
 - ``mlp``: Once-for-All's single 3x400 MLP on the one-hot encoding, kept as a baseline: on small
   tables it memorises (train RMSE ~0) and loses to the others out of fold.
 
-Saved as JSON (kind, settings, scalars) + .npz (arrays, sha256 in the JSON); never pickled.
+Saved as JSON (kind, settings, scalars, the space and its family) + .npz (arrays, sha256 in the
+JSON); never pickled. Files without a family (written before families existed) are OFA-MobileNetV3.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import numpy as np
 from hwnas.accuracy.features import arch_features
 from hwnas.errors import CheckpointError, InputError
 from hwnas.fileio import atomic_path, atomic_write_json, read_npz
-from hwnas.space import SearchSpace
 
 __all__ = ["AccuracyPredictor", "RidgePredictor", "MLPEnsemblePredictor", "OFAMLPPredictor",
            "accuracy_predictor_kinds", "make_accuracy_predictor", "load_predictor_file"]
@@ -41,7 +41,7 @@ def accuracy_predictor_kinds() -> list[str]:
     return list(_REGISTRY)
 
 
-def make_accuracy_predictor(kind: str, space: SearchSpace, n_classes: int = 10, **settings: Any
+def make_accuracy_predictor(kind: str, space, n_classes: int = 10, **settings: Any
                             ) -> "AccuracyPredictor":
     if kind not in _REGISTRY:
         raise InputError(f"unknown accuracy predictor {kind!r}; known: {', '.join(_REGISTRY)}")
@@ -55,7 +55,9 @@ class AccuracyPredictor(ABC):
     kind: ClassVar[str]
     feature_set: ClassVar[str] = "full"
 
-    def __init__(self, space: SearchSpace, n_classes: int = 10, **settings: Any):
+    def __init__(self, space, n_classes: int = 10, **settings: Any):
+        """`space`: the run's space, any family (`hwnas.space.SearchSpace` for OFA-MobileNetV3,
+        `hwnas.families.space.FamilySpace` otherwise)."""
         self.space, self.n_classes = space, int(n_classes)
         self.settings: dict[str, Any] = dict(settings)
         self.clip: tuple[float, float] = (0.0, 100.0)
@@ -144,7 +146,7 @@ class AccuracyPredictor(ABC):
                 np.savez(f, **arrays)
             digest = hashlib.sha256(tmp.read_bytes()).hexdigest()
         doc = {"format": FORMAT, "version": VERSION, "kind": self.kind, "target": "top1",
-               "space": self.space.to_dict(), "n_classes": self.n_classes, "settings": self.settings,
+               "family": self.space.family.name, "space": self.space.to_dict(), "n_classes": self.n_classes, "settings": self.settings,
                "clip": list(self.clip), "std_scale": self.std_scale, **self._scalars(),
                "meta": self.meta, "arrays": npz.name, "sha256": digest}
         atomic_write_json(path, doc)
@@ -169,8 +171,16 @@ def load_predictor_file(path: str | Path) -> AccuracyPredictor:
         raise CheckpointError(f"{path} is not a version-{VERSION} hwnas accuracy predictor; "
                               "refit it with `hwnas accuracy fit --run DIR`")
     arrays = read_npz(path.parent / str(doc.get("arrays")), path)
+    from hwnas.errors import HwnasError
+    from hwnas.families import DEFAULT_FAMILY, get_family
+
     try:
-        pred = make_accuracy_predictor(doc["kind"], SearchSpace.from_dict(doc["space"]),
+        space = get_family(str(doc.get("family", DEFAULT_FAMILY))).space_from_dict(doc["space"])
+    except (HwnasError, KeyError, TypeError) as err:
+        raise CheckpointError(f"{path} is a damaged accuracy predictor (its space: {err}); refit it with "
+                              "`hwnas accuracy fit --run DIR`") from None
+    try:
+        pred = make_accuracy_predictor(doc["kind"], space,
                                        doc["n_classes"], **doc.get("settings", {}))
         pred.x_mean, pred.x_std = np.asarray(arrays["x_mean"]), np.asarray(arrays["x_std"])
         pred.clip = (float(doc["clip"][0]), float(doc["clip"][1]))

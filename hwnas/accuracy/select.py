@@ -17,7 +17,6 @@ import numpy as np
 from hwnas.accuracy.predictors import AccuracyPredictor, make_accuracy_predictor
 from hwnas.errors import InputError
 from hwnas.latency.metrics import kendall_tau, rmse
-from hwnas.space import SearchSpace
 
 __all__ = ["DEFAULT_CANDIDATES", "default_candidates", "regression_metrics", "cross_val_predict",
            "fit_best_accuracy"]
@@ -59,11 +58,12 @@ def cross_val_predict(make, m: np.ndarray, y: np.ndarray, *, folds: int = 5, see
     return pred, std
 
 
-def fit_best_accuracy(space: SearchSpace, m: np.ndarray, y: np.ndarray, *, n_classes: int = 10,
+def fit_best_accuracy(space, m: np.ndarray, y: np.ndarray, *, n_classes: int = 10,
                       candidates: Sequence[tuple[str, dict[str, Any]]] | None = None,
                       folds: int = 5, seed: int = 0, curve: Sequence[float] = (0.25, 0.5, 0.75, 1.0)
                       ) -> tuple[AccuracyPredictor, dict[str, Any]]:
-    """(the best predictor refitted on all rows, its report)."""
+    """(the best predictor refitted on all rows, its report). `space`: the run's, any family;
+    `m`: its int matrix."""
     m, y = np.asarray(m), np.asarray(y, dtype=np.float64)
     if len(y) < 10:
         raise InputError(f"choosing an accuracy predictor needs at least 10 measured subnets, got {len(y)}")

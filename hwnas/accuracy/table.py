@@ -1,6 +1,7 @@
 """The run's accuracy table: sampled subnets of its supernet, evaluated for real.
 
-`<run>/accuracy.csv` (flat arch columns, id, top1, loss, n) holds subnets evaluated on the held-out
+`<run>/accuracy.csv` (the family's flat arch columns as values -- ResNet50's expand ratios as
+0.2/0.25/0.35 --, id, top1, loss, n) holds subnets evaluated on the held-out
 validation split after BN recalibration (`hwnas.supernet.evaluation.evaluate_subnets`); the test
 split is kept for verifying search results. A subnet takes about a second, so the table is built in
 chunks, each appended atomically under the run's lock, and a rerun evaluates only what is missing.
@@ -23,17 +24,55 @@ from hwnas.fileio import atomic_path
 from hwnas.space import FLAT_COLUMNS, SearchSpace
 
 __all__ = ["ACCURACY_TABLE", "accuracy_sample", "read_accuracy_table", "build_accuracy_table",
-           "measured_accuracy", "evaluate_into_table"]
+           "measured_accuracy", "evaluate_into_table", "table_columns", "frame_codes", "values_frame"]
 
 ACCURACY_TABLE = "accuracy.csv"
 _BLOCK = 50  # archs per seeded block of the prefix-stable sample
-COLUMNS = [*FLAT_COLUMNS, "id", "top1", "loss", "n"]
+COLUMNS = [*FLAT_COLUMNS, "id", "top1", "loss", "n"]  # OFA-MobileNetV3's (`table_columns`: any family's)
+
+
+def table_columns(space) -> list[str]:
+    """The accuracy table's columns for a run of `space`'s family."""
+    return [*space.flat_columns, "id", "top1", "loss", "n"]
+
+
+def frame_codes(space, df, source: str = "table") -> np.ndarray:
+    """The int matrix of a table's flat columns (values in the file; codes in the matrix), with
+    one-line errors naming row and column for other families."""
+    if isinstance(space, SearchSpace):
+        return df[list(FLAT_COLUMNS)].to_numpy(dtype=np.int32)
+    return space.family.table_codes(df, source)
+
+
+def values_frame(space, m: np.ndarray):
+    """A DataFrame of int rows `m` in the family's flat columns, as values (the CSV layout)."""
+    import pandas as pd
+
+    m = np.asarray(m)
+    if isinstance(space, SearchSpace):
+        return pd.DataFrame(m, columns=list(FLAT_COLUMNS))
+    out = pd.DataFrame(m, columns=list(space.flat_columns))
+    for g, sl in zip(space.family.gene_groups(), space.family.group_slices().values()):
+        if g.by_index:
+            values = np.asarray(g.choices)[m[:, sl]]
+            for j, col in enumerate(g.columns):
+                out[col] = values[:, j]
+    return out
+
+
+def _run_columns(run_dir: Path) -> list[str]:
+    """The flat columns of the run at `run_dir` (OFA-MobileNetV3's when it has no config)."""
+    from hwnas.run import CONFIG, open_run
+
+    if not (Path(run_dir) / CONFIG).exists():
+        return list(FLAT_COLUMNS)
+    return list(open_run(run_dir, create=False).space.flat_columns)
 
 Progress = Callable[..., Any]  # progress(event, **fields)
 
 
-def accuracy_sample(space: SearchSpace, n: int, seed: int = 0) -> np.ndarray:
-    """`n` distinct canonical subnets (int [n, 46]): the space's min and max, then seeded blocks,
+def accuracy_sample(space, n: int, seed: int = 0) -> np.ndarray:
+    """`n` distinct canonical subnets (the space's int matrix, any family): the space's min and max, then seeded blocks,
     each half uniform over networks and half graded small-to-large (`sample_graded`), so the
     predictor also sees the small subnets tight budgets select. The first k rows of a larger
     sample are the same k rows."""
@@ -53,19 +92,21 @@ def accuracy_sample(space: SearchSpace, n: int, seed: int = 0) -> np.ndarray:
     return m[:n]
 
 
-def read_accuracy_table(run_dir: str | Path, name: str = ACCURACY_TABLE):
-    """The run's accuracy table (an empty DataFrame when there is none)."""
+def read_accuracy_table(run_dir: str | Path, name: str = ACCURACY_TABLE, space=None):
+    """The run's accuracy table (an empty DataFrame when there is none). Its flat columns are those
+    of `space`'s family (default: the run's)."""
     import pandas as pd
 
     path = Path(run_dir) / name
+    flat = list(space.flat_columns) if space is not None else _run_columns(run_dir)
     if not path.exists():
-        return pd.DataFrame(columns=COLUMNS)
+        return pd.DataFrame(columns=[*flat, "id", "top1", "loss", "n"])
     try:
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise TableError(f"accuracy table {path} is unreadable ({str(err).splitlines()[0]}); "
                          "move it away and rebuild it with `hwnas accuracy build`") from None
-    missing = [c for c in (*FLAT_COLUMNS, "id", "top1") if c not in df.columns]
+    missing = [c for c in (*flat, "id", "top1") if c not in df.columns]
     if missing:
         raise TableError(f"{path} is not an hwnas accuracy table (missing {', '.join(missing[:4])})")
     bad = ~np.isfinite(pd.to_numeric(df["top1"], errors="coerce").to_numpy(dtype=float))
@@ -124,7 +165,8 @@ def evaluate_into_table(run, archs, name: str, *, split: str, seed: int, bn_imag
     import torch
 
     rank, world = init_distributed("cuda" if torch.cuda.is_available() else "cpu")
-    table = read_accuracy_table(run.run_dir, name)
+    space = run.space
+    table = read_accuracy_table(run.run_dir, name, space)
     done = set(table["id"].astype(str))
     todo = list({a.id: a for a in archs if a.id not in done}.values())
     if progress and rank == 0:
@@ -138,14 +180,16 @@ def evaluate_into_table(run, archs, name: str, *, split: str, seed: int, bn_imag
             mine = part[rank::world]
             rows = evaluate_subnets(model, mine, loaders, split=split, bn_images=bn_images or BN_IMAGES, seed=seed,
                                     max_batches=max_batches) if mine else []
-            for a, r in zip(mine, rows):
-                r.update(zip(FLAT_COLUMNS, a.to_row()))
+            if mine:
+                values = values_frame(space, space.to_matrix(mine)).to_dict("records")
+                for v, r in zip(values, rows):
+                    r.update(v)
             rows = _gather(rows, world)
             if rank != 0:
                 continue
-            new = pd.DataFrame(rows)[COLUMNS]
+            new = pd.DataFrame(rows)[table_columns(space)]
             with run_lock(run.run_dir, name):  # one writer; keep what another process appended
-                table = read_accuracy_table(run.run_dir, name)
+                table = read_accuracy_table(run.run_dir, name, space)
                 new = new[~new["id"].isin(set(table["id"].astype(str)))]
                 table = new if table.empty else pd.concat([table, new], ignore_index=True)
                 with atomic_path(path, suffix=".csv") as tmp:
@@ -156,6 +200,6 @@ def evaluate_into_table(run, archs, name: str, *, split: str, seed: int, bn_imag
         import torch.distributed as dist
 
         dist.barrier()
-        table = read_accuracy_table(run.run_dir, name)
+        table = read_accuracy_table(run.run_dir, name, space)
     wanted = {a.id for a in archs}
     return table[table["id"].astype(str).isin(wanted)].reset_index(drop=True)

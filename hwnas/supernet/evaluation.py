@@ -13,19 +13,21 @@ import torch
 from torch.utils.data import DataLoader
 
 from hwnas.errors import InputError
-from hwnas.space import Arch
 from hwnas.supernet.bn import evaluate, recalibrate_bn
 from hwnas.supernet.data import BN_IMAGES, Loaders, calibration_loader
-from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
 
 __all__ = ["evaluate_subnets"]
 
 
-def evaluate_subnets(model: OFAMobileNetV3, archs: Sequence[Arch], loaders: Loaders, *,
+def evaluate_subnets(model: Any, archs: Sequence[Any], loaders: Loaders, *,
                      split: str = "val", bn_images: int = BN_IMAGES, seed: int = 0,
                      max_batches: int | None = None,
                      progress: Callable[[int, int], Any] | None = None) -> list[dict[str, Any]]:
-    """top-1 (%) and loss of each arch on `split` ("val" or "test") after BN recalibration."""
+    """top-1 (%) and loss of each arch on `split` ("val" or "test") after BN recalibration.
+
+    `model`: any family's supernet (`hwnas.supernet.pretrained.load_supernet`); `archs`: its archs
+    (`hwnas.space.Arch` for OFA-MobileNetV3, `hwnas.families.GeneArch` otherwise), each with `.r`
+    and `.id`, as its ``get_subnet`` accepts them."""
     if split not in ("val", "test"):
         raise InputError(f"split must be 'val' or 'test', got {split!r}")
     split_loader: DataLoader = getattr(loaders, split)
