@@ -267,6 +267,9 @@ def latency_fit(
     kind: list[str] = typer.Option([], "--kind", help="Restrict to these predictor kinds (repeatable)."),
     entries: Optional[Path] = typer.Option(None, "--entries", help="Per-block entries CSV for a lookup table."),
     seed: int = typer.Option(0, "--seed"),
+    family: Optional[str] = typer.Option(None, "--family", help="With --table: the rows' search-space family "
+                                         "(ofa-mbv3, ofa-proxyless, ofa-resnet50; default ofa-mbv3). "
+                                         "A run's is its own."),
 ) -> None:
     """Fit a device's latency predictor, choosing the best kind by cross-validation."""
     from hwnas.latency.api import fit_from_run, fit_from_table
@@ -285,15 +288,23 @@ def latency_fit(
         if device is None:
             raise InputError("--run needs --device (the device whose measurements to fit)")
         cfg = open_run(run, create=False)
+        if family is not None and family != cfg.family.name:
+            raise InputError(f"run {run} is an {cfg.family.name} run; leave out --family {family}")
         pred, report = fit_from_run(run, device, out_json=out, target=target or "corrected_ms",
                                     width_mult=width_mult or cfg.space.width_mult,
-                                    n_classes=classes or cfg.n_classes, base=base, kinds=kinds, seed=seed)
+                                    n_classes=classes or cfg.n_classes, base=base, kinds=kinds, seed=seed,
+                                    family=cfg.family.name)
     else:
         if target is None or out is None:
             raise InputError("--table needs --target COLUMN (latency in ms) and --out PRED.json")
-        pred, report = fit_from_table(table, target, out, width_mult=width_mult or 1.0,
+        from hwnas.families import DEFAULT_FAMILY, get_family
+
+        fam = get_family(family or DEFAULT_FAMILY)
+        pred, report = fit_from_table(table, target, out,
+                                      width_mult=width_mult or (1.0 if fam.name == DEFAULT_FAMILY
+                                                                else fam.default_width),
                                       n_classes=classes or 1000, base=base, kinds=kinds, entries=entries,
-                                      device=device or "", seed=seed)
+                                      device=device or "", seed=seed, family=fam.name)
         report["path"] = str(out)
     _print_fit(pred, report)
 
@@ -301,7 +312,8 @@ def latency_fit(
 @latency_app.command("predict")
 def latency_predict(
     predictor: Path = typer.Option(..., "--predictor", help="Predictor JSON from `hwnas latency fit`."),
-    table: Path = typer.Option(..., "--table", help="CSV of flat rows r,ks_0..ks_19,e_0..e_19,d_0..d_4."),
+    table: Path = typer.Option(..., "--table", help="CSV of flat rows r,ks_0..ks_19,e_0..e_19,d_0..d_4 "
+                               "(the predictor's family's columns)."),
     out: Path = typer.Option(..., "--out", help="Where to write the rows with a predicted_ms column."),
     column: str = typer.Option("predicted_ms", "--column"),
 ) -> None:
@@ -327,10 +339,13 @@ def latency_eval(
     repeat_column: Optional[str] = typer.Option(None, "--repeat-column", help="A second measurement of the "
                                                 "same rows: the repeatability to compare with."),
     base: Optional[Path] = typer.Option(None, "--base", help="Few-shot transfer from this predictor."),
-    width_mult: float = typer.Option(1.0, "--width-mult"),
+    width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Default: the run's, else "
+                                               "the family's (ofa-mbv3: 1.0)."),
     classes: int = typer.Option(1000, "--classes"),
     seed: int = typer.Option(0, "--seed"),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the full report as JSON."),
+    family: Optional[str] = typer.Option(None, "--family", help="With --table: the rows' search-space family "
+                                         "(default ofa-mbv3). A run's is its own."),
 ) -> None:
     """Held-out accuracy of latency prediction: within ±5/10%, RMSE, MAPE, Kendall, Spearman, learning curve."""
     import tempfile
@@ -342,6 +357,9 @@ def latency_eval(
     except ValueError:
         raise InputError(f"--sizes must be comma-separated integers, got {sizes!r}") from None
     _check_out_file(out)
+    from hwnas.families import DEFAULT_FAMILY, get_family
+
+    fam = get_family(family or DEFAULT_FAMILY)
     with tempfile.TemporaryDirectory() as tmp:
         if run is not None:
             from hwnas.latency.store import read_measurements
@@ -356,11 +374,17 @@ def latency_eval(
             table, target = Path(tmp) / "measured.csv", target or "corrected_ms"
             df.to_csv(table, index=False)
             width_mult, classes = cfg.space.width_mult, cfg.n_classes
+            if family is not None and family != cfg.family.name:
+                raise InputError(f"run {run} is an {cfg.family.name} run; leave out --family {family}")
+            fam = cfg.family
         elif table is None or target is None:
             raise InputError("give --table FILE.csv --target COLUMN, or --run DIR --device D")
+        if width_mult is None:
+            width_mult = 1.0 if fam.name == DEFAULT_FAMILY else fam.default_width
         report = evaluate_predictor(table, target, predictor_json=predictor, kind=kind, sizes=size_list,
                                     test_fraction=test_fraction, repeats=repeats, repeat_column=repeat_column,
-                                    base=base, width_mult=width_mult, n_classes=classes, seed=seed, out_json=out)
+                                    base=base, width_mult=width_mult, n_classes=classes, seed=seed, out_json=out,
+                                    family=fam.name)
     metrics = ("within_5", "within_10", "rmse_ms", "mape", "kendall_tau", "spearman_rho")
     if "heldout" in report:
         h = report["heldout"]
@@ -497,7 +521,8 @@ def supernet_stats(
 @supernet_app.command("eval")
 def supernet_eval(
     table: Optional[Path] = typer.Option(None, "--table", help="CSV of flat rows to evaluate."),
-    arch: Optional[str] = typer.Option(None, "--arch", help="One arch as OFA JSON {ks,e,d,r}."),
+    arch: Optional[str] = typer.Option(None, "--arch", help="One arch as OFA JSON: the family's arch "
+                                       "dict plus r, e.g. {ks,e,d,r}."),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Supernet checkpoint stem "
                                               "(e.g. runs/x/supernet). Default: the shipped supernet."),
     split: str = typer.Option("val", "--split", help="val or test."),
@@ -508,7 +533,6 @@ def supernet_eval(
     from hwnas.families import DEFAULT_FAMILY, get_family
     from hwnas.families.tables import archs_frame, read_arch_frame
     from hwnas.fileio import atomic_path
-    from hwnas.space import Arch
     from hwnas.supernet.data import build_loaders
     from hwnas.supernet.evaluation import evaluate_subnets
     from hwnas.supernet.pretrained import data_config_of, load_supernet
@@ -518,7 +542,7 @@ def supernet_eval(
     model, meta = load_supernet(checkpoint)
     family = get_family(meta.get("family", DEFAULT_FAMILY))
     space = family.space_from_dict(meta["space"])
-    archs = read_arch_frame(space, table)[0] if table else [space.validate(Arch.from_json(arch))]
+    archs = read_arch_frame(space, table)[0] if table else [space.validate(family.arch_from_json(arch, space.width_mult))]
     loaders = build_loaders(data_config_of(meta, _data_config(data)))
     from hwnas.progress import make_progress
 

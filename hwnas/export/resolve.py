@@ -8,7 +8,6 @@ prefix of at least 4 characters is enough, as with git hashes.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,12 +113,7 @@ def resolve_subnet(run: RunConfig, arch_or_id: Arch | GeneArch | str, device: st
         return _known(run, arch, device) or Candidate(arch, "given")
     text = str(arch_or_id).strip()
     if text.startswith("{"):
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InputError(f"subnet {text[:40]!r} is not valid OFA JSON: {err}") from None
-        w = obj.get("w") if isinstance(obj, dict) and isinstance(obj.get("w"), (int, float)) else None
-        arch = run.space.validate(run.family.arch_from_dict(obj, run.space.width_mult if w is None else w))
+        arch = run.space.validate(run.family.arch_from_json(text, run.space.width_mult))
         return _known(run, arch, device) or Candidate(arch, "given")
     if len(text) < 4:
         raise InputError(f"subnet id {text!r} is too short; give at least 4 characters of it")

@@ -213,6 +213,14 @@ class Family(ABC):
             row += g.to_codes(values, g.name)
         return GeneArch.from_codes(self, row, self.default_width if w is None else w)
 
+    def arch_from_json(self, text: str, w: float | None = None) -> "GeneArch":
+        """An arch from OFA JSON: Once-for-All's arch dict plus "r" (`arch_from_dict`)."""
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"arch {text[:40]!r} is not valid OFA JSON: {err}") from None
+        return self.arch_from_dict(obj, w)
+
     @property
     def default_width(self) -> float:
         return self.widths[0]

@@ -51,6 +51,8 @@ class OFAMobileNetV3Family(Family):
     def arch_from_dict(self, obj: Mapping[str, Any], w: float | None = None):
         from hwnas.space import Arch
 
+        if isinstance(obj, Mapping) and isinstance(obj.get("w"), (int, float)):
+            w = obj["w"]  # OFA-MobileNetV3 JSON may name its width (`Arch.to_json`)
         return Arch.from_ofa_dict(obj, self.default_width if w is None else w)
 
     def default_space(self, width_mult: float | None = None):
