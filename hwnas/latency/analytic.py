@@ -26,40 +26,67 @@ import numpy as np
 from hwnas.errors import InputError
 from hwnas.latency._solvers import nnls_relative, ridge_fit
 from hwnas.latency.base import LatencyPredictor, register
-from hwnas.latency.layout import COST_NAMES, analytic_gather
+from hwnas.latency.layout import MBV3, COST_NAMES, analytic_gather, family_cost_gather, family_layout
 
-__all__ = ["FEATURE_SETS", "ALL_FEATURES", "FeatureCache", "all_features", "analytic_features",
-           "feature_names", "select_features", "AnalyticPredictor"]
+__all__ = ["FEATURE_SETS", "ALL_FEATURES", "FeatureCache", "all_features", "all_feature_names",
+           "analytic_features", "cached_features", "feature_names", "select_features", "AnalyticPredictor"]
 
 _C = {name: i for i, name in enumerate(COST_NAMES)}
 FEATURE_SETS: tuple[str, ...] = ("macs", "params", "simple", "compact", "roofline", "stage", "full")
 
 
-def _stage_names() -> list[str]:
-    return [f"{what}_s{s}" for s in range(5) for what in ("blocks", "macs", "act")]
+def _stage_names(n_stages: int = 5) -> list[str]:
+    return [f"{what}_s{s}" for s in range(n_stages) for what in ("blocks", "macs", "act")]
 
 
-#: every analytic column any feature set uses
-ALL_FEATURES: tuple[str, ...] = (COST_NAMES + ("macs", "act_fixed", "macs_dw_k3", "macs_dw_k5", "macs_dw_k7")
-                                 + tuple(_stage_names()))
+def _all_names(kernels: tuple[int, ...], n_stages: int) -> tuple[str, ...]:
+    return (COST_NAMES + ("macs", "act_fixed") + tuple(f"macs_dw_k{k}" for k in kernels)
+            + tuple(_stage_names(n_stages)))
+
+
+#: every analytic column any feature set uses (OFA-MobileNetV3; other families: `all_feature_names`)
+ALL_FEATURES: tuple[str, ...] = _all_names((3, 5, 7), 5)
 _A = {name: i for i, name in enumerate(ALL_FEATURES)}
 
 
+@functools.lru_cache(maxsize=16)
+def _shape(family: str) -> tuple[tuple[int, ...], int]:
+    """(block kernel sizes, stages) of a family's cost layout: what its feature names depend on."""
+    if family == MBV3:
+        return (3, 5, 7), 5
+    from hwnas.families import get_family
+
+    layout = get_family(family).cost_layout()
+    return tuple(layout.kernels), int(layout.n_stages)
+
+
+@functools.lru_cache(maxsize=16)
+def all_feature_names(family: str = MBV3) -> tuple[str, ...]:
+    """`ALL_FEATURES` of a family (its stages and block kernel sizes)."""
+    return ALL_FEATURES if family == MBV3 else _all_names(*_shape(family))
+
+
 @functools.lru_cache(maxsize=64)
-def feature_names(feature_set: str) -> tuple[str, ...]:
+def feature_names(feature_set: str, family: str = MBV3) -> tuple[str, ...]:
+    kernels, n_stages = _shape(family)
+    stages = _stage_names(n_stages)
     roof = ["macs_pw", "macs_dw", "macs_se", "macs_fixed", "act_bytes", "weight_bytes", "convs"]
-    kernel = ["macs_pw", "macs_dw_k3", "macs_dw_k5", "macs_dw_k7"] + roof[2:]
+    kernel = ["macs_pw"] + [f"macs_dw_k{k}" for k in kernels] + roof[2:]
     names = {"macs": ["macs"], "params": ["weight_bytes"], "simple": ["macs", "weight_bytes", "blocks"],
              "compact": ["macs", "act_bytes", "weight_bytes", "convs"], "roofline": roof,
-             "stage": _stage_names() + ["macs_fixed", "act_fixed"],
-             "full": kernel + _stage_names()}
+             "stage": stages + ["macs_fixed", "act_fixed"],
+             "full": kernel + stages}
     if feature_set not in names:
         raise InputError(f"unknown feature set {feature_set!r}; use one of {', '.join(FEATURE_SETS)}")
     return tuple(names[feature_set])
 
 
-def all_features(m: np.ndarray, width_mult: float, n_classes: int, chunk: int = 20000) -> np.ndarray:
-    """Every `ALL_FEATURES` column [n, A] of flat rows `m`: exact, vectorised, one pass."""
+def all_features(m: np.ndarray, width_mult: float, n_classes: int, chunk: int = 20000,
+                 family: str = MBV3) -> np.ndarray:
+    """Every `ALL_FEATURES` column [n, A] of flat rows `m`: exact, vectorised, one pass
+    (another family's: `all_feature_names(family)`, from its cost layout)."""
+    if family != MBV3:
+        return _family_features(m, width_mult, n_classes, family, min(chunk, 5000))
     gather = analytic_gather(width_mult, n_classes)
     out = np.empty((len(m), len(ALL_FEATURES)))
     pw, dw, se = _C["macs_pw"], _C["macs_dw"], _C["macs_se"]
@@ -80,15 +107,51 @@ def all_features(m: np.ndarray, width_mult: float, n_classes: int, chunk: int = 
     return out
 
 
-def select_features(allf: np.ndarray, feature_set: str) -> np.ndarray:
+def _family_features(m: np.ndarray, width_mult: float, n_classes: int, family: str, chunk: int
+                     ) -> np.ndarray:
+    """`all_features` of another family: its cost layout's parts, gathered (`PartGather`)."""
+    layout = family_layout(family, width_mult, n_classes)
+    gather = family_cost_gather(family, width_mult, n_classes)
+    names = all_feature_names(family)
+    at = {name: i for i, name in enumerate(names)}
+    n_cost = len(COST_NAMES)
+    fixed = np.array([p.kind != "block" for p in layout.parts])
+    stage_of = np.array([p.stage for p in layout.parts])
+    macs_cols = [_C["macs_pw"], _C["macs_dw"], _C["macs_se"]]
+    out = np.empty((len(m), len(names)))
+    for lo in range(0, len(m), chunk):
+        per_part = gather.per_part(m[lo:lo + chunk])  # [n, parts, costs + kernels]
+        block = out[lo:lo + chunk]
+        block[:, :n_cost] = per_part[:, :, :n_cost].sum(axis=1)
+        block[:, at["macs"]] = block[:, macs_cols + [_C["macs_fixed"]]].sum(axis=1)
+        block[:, at["act_fixed"]] = per_part[:, fixed, _C["act_bytes"]].sum(axis=1)
+        for i, k in enumerate(layout.kernels):
+            block[:, at[f"macs_dw_k{k}"]] = per_part[:, :, n_cost + i].sum(axis=1)
+        for s in range(layout.n_stages):
+            stage = per_part[:, stage_of == s].sum(axis=1)  # [n, costs + kernels]
+            block[:, at[f"blocks_s{s}"]] = stage[:, _C["blocks"]]
+            block[:, at[f"macs_s{s}"]] = stage[:, macs_cols].sum(axis=1)
+            block[:, at[f"act_s{s}"]] = stage[:, _C["act_bytes"]]
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _columns(feature_set: str, family: str) -> list[int]:
+    at = {name: i for i, name in enumerate(all_feature_names(family))}
+    return [at[n] for n in feature_names(feature_set, family)]
+
+
+def select_features(allf: np.ndarray, feature_set: str, family: str = MBV3) -> np.ndarray:
     """The columns of `feature_set` from an `all_features` matrix."""
-    return allf[:, [_A[n] for n in feature_names(feature_set)]]
+    if family == MBV3:
+        return allf[:, [_A[n] for n in feature_names(feature_set)]]
+    return allf[:, _columns(feature_set, family)]
 
 
-def analytic_features(m: np.ndarray, width_mult: float, n_classes: int, feature_set: str = "full"
-                      ) -> np.ndarray:
-    """Exact features [n, F] (`feature_names(feature_set)`) of flat rows `m`, vectorised."""
-    return select_features(all_features(m, width_mult, n_classes), feature_set)
+def analytic_features(m: np.ndarray, width_mult: float, n_classes: int, feature_set: str = "full",
+                      family: str = MBV3) -> np.ndarray:
+    """Exact features [n, F] (`feature_names(feature_set, family)`) of flat rows `m`, vectorised."""
+    return select_features(all_features(m, width_mult, n_classes, family=family), feature_set, family)
 
 
 class FeatureCache:
@@ -105,6 +168,20 @@ class FeatureCache:
             self._done[key] = all_features(self.m, width_mult, n_classes)
         return self._done[key]
 
+    def get_for(self, family: str, width_mult: float, n_classes: int) -> np.ndarray:
+        """`all_features` of the rows as `family`'s (OFA-MobileNetV3: `get`)."""
+        if family == MBV3:
+            return self.get(width_mult, n_classes)
+        key = (family, float(width_mult), int(n_classes))
+        if key not in self._done:
+            self._done[key] = all_features(self.m, width_mult, n_classes, family=family)
+        return self._done[key]
+
+
+def cached_features(cache: FeatureCache | None, m: np.ndarray, meta) -> np.ndarray:
+    """The `all_features` a predictor with `meta` (family, width, classes) reads from `cache`."""
+    return (cache or FeatureCache(m)).get_for(meta.family, meta.width_mult, meta.n_classes)
+
 
 @register
 class AnalyticPredictor(LatencyPredictor):
@@ -113,9 +190,9 @@ class AnalyticPredictor(LatencyPredictor):
     kind = "analytic"
 
     def __init__(self, features: str = "stage", model: str = "linear", alpha: float = 1e-3, *,
-                 width_mult: float = 1.0, n_classes: int = 1000) -> None:
-        super().__init__(width_mult=width_mult, n_classes=n_classes)
-        feature_names(features)  # validates
+                 width_mult: float = 1.0, n_classes: int = 1000, family: str = MBV3) -> None:
+        super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
+        feature_names(features, family)  # validates
         if model not in ("linear", "log"):
             raise InputError(f"unknown analytic model {model!r}; use 'linear' or 'log'")
         if not alpha >= 0:
@@ -130,8 +207,7 @@ class AnalyticPredictor(LatencyPredictor):
         return {"features": self.features, "model": self.model, "alpha": self.alpha}
 
     def transform(self, m: np.ndarray, cache: FeatureCache | None = None) -> np.ndarray:
-        cache = cache or FeatureCache(m)
-        return select_features(cache.get(self.meta.width_mult, self.meta.n_classes), self.features)
+        return select_features(cached_features(cache, m, self.meta), self.features, self.meta.family)
 
     def _fit(self, m: np.ndarray, y: np.ndarray) -> None:
         x = self.transform(m)
@@ -163,17 +239,17 @@ class AnalyticPredictor(LatencyPredictor):
         if self.model != "linear":
             raise InputError("contributions are defined for the linear analytic model only")
         x = self.transform(self._matrix(archs))
-        names = feature_names(self.features)
+        names = feature_names(self.features, self.meta.family)
         return {"intercept": np.full(len(x), self.intercept),
                 **{n: x[:, i] * self.coef[i] for i, n in enumerate(names)}}
 
     def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        return ({"feature_names": list(feature_names(self.features)), "intercept": self.intercept,
+        return ({"feature_names": list(feature_names(self.features, self.meta.family)), "intercept": self.intercept,
                  "coef": self.coef.tolist(), "center": self.center.tolist(),
                  "scale": self.scale.tolist()}, {})
 
     def _load_state(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        n = len(feature_names(self.features))
+        n = len(feature_names(self.features, self.meta.family))
         self.intercept = float(state["intercept"])
         self.coef = np.asarray(state["coef"], dtype=np.float64)
         self.center = np.asarray(state.get("center") or [], dtype=np.float64)

@@ -1,7 +1,8 @@
 """What `hwnas latency fit | predict | eval` call: table in, predictor/table/report out.
 
-Tables are CSV (or Parquet) with the flat arch columns ``r, ks_0..ks_19, e_0..e_19, d_0..d_4`` and
-a latency column in milliseconds; other columns are ignored. Every user mistake is a one-line
+Tables are CSV (or Parquet) with the flat arch columns ``r, ks_0..ks_19, e_0..e_19, d_0..d_4`` (or
+another family's `flat_columns`, as values: `family=`) and a latency column in milliseconds; other
+columns are ignored. Every user mistake is a one-line
 `TableError`/`InputError` that names the file, row and column.
 """
 
@@ -16,14 +17,14 @@ import numpy as np
 from hwnas.errors import InputError, TableError
 from hwnas.latency.analytic import AnalyticPredictor
 from hwnas.latency.base import LatencyPredictor, load_predictor
-from hwnas.latency.layout import ENTRY_COLUMNS
+from hwnas.latency.layout import ENTRY_COLUMNS, MBV3
 from hwnas.latency.lut import LookupTablePredictor
 from hwnas.latency.metrics import summary, within
 from hwnas.latency.select import fit_best
 from hwnas.space import FLAT_COLUMNS, SearchSpace, read_arch_table
 
 __all__ = ["read_latency_table", "fit_from_table", "predict_table", "evaluate_predictor",
-           "fit_from_run", "LEARNING_CURVE_SIZES"]
+           "fit_from_run", "run_family", "LEARNING_CURVE_SIZES"]
 
 LEARNING_CURVE_SIZES = (10, 20, 50, 100, 200, 500)
 
@@ -45,9 +46,24 @@ def _target(df, column: str, source: str) -> np.ndarray:
     return y
 
 
-def read_latency_table(path: str | Path, target_column: str, width_mult: float = 1.0
+def _family_name(family) -> str:
+    return family if isinstance(family, str) else family.name
+
+
+def read_latency_table(path: str | Path, target_column: str, width_mult: float = 1.0, family: str = MBV3
                        ) -> tuple[np.ndarray, np.ndarray, Any]:
-    """(arch matrix int64 [n, 46], latencies ms [n], the full DataFrame) of a measured table."""
+    """(arch matrix int64 [n, 46] (another family's: its canonical flat rows), latencies ms [n],
+    the full DataFrame) of a measured table."""
+    family = _family_name(family)
+    if family != MBV3:
+        from hwnas.families import get_family
+        from hwnas.space import read_table_frame
+
+        df = read_table_frame(path)
+        m = get_family(family).table_codes(df, str(path))
+        if not len(m):
+            raise TableError(f"table {path} has no rows")
+        return m, _target(df, target_column, str(path)), df
     archs, df = read_arch_table(path, w=width_mult)
     if not archs:
         raise TableError(f"table {path} has no rows")
@@ -60,7 +76,7 @@ def _load_base(base: str | Path | LatencyPredictor | None) -> LatencyPredictor |
     return load_predictor(base)
 
 
-def _load_entries(entries: str | Path | None, width_mult: float, n_classes: int
+def _load_entries(entries: str | Path | None, width_mult: float, n_classes: int, family: str = MBV3
                   ) -> LookupTablePredictor | None:
     if entries is None:
         return None
@@ -71,25 +87,28 @@ def _load_entries(entries: str | Path | None, width_mult: float, n_classes: int
         raise TableError(f"entries table {path} does not exist")
     df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, skipinitialspace=True)
     return LookupTablePredictor.from_entries(df, width_mult=width_mult, n_classes=n_classes,
-                                             source=str(path))
+                                             source=str(path), family=family)
 
 
 def fit_from_table(table_csv: str | Path, target_column: str, out_json: str | Path, *,
                    width_mult: float = 1.0, n_classes: int = 1000,
                    base: str | Path | LatencyPredictor | None = None,
                    kinds: Iterable[str] | None = None, entries: str | Path | None = None,
-                   device: str = "", folds: int | None = None, seed: int = 0
+                   device: str = "", folds: int | None = None, seed: int = 0, family: str = MBV3
                    ) -> tuple[LatencyPredictor, dict[str, Any]]:
-    """Fit the best predictor (by cross-validation, `fit_best`) to a measured table; save it.
+    """Fit the best predictor (by cross-validation, `fit_best`) to a measured table of `family`'s
+    subnets; save it.
 
     `base`: a source device's predictor JSON, for few-shot transfer (10-50 rows suffice).
     `entries`: a per-block entries CSV (`hwnas.latency.lut`) to add lookup-table candidates.
     `kinds`: restrict the candidate kinds (analytic, lut, hybrid, mlp, transfer).
     Returns (predictor, cross-validation report)."""
-    m, y, _ = read_latency_table(table_csv, target_column, width_mult)
+    family = _family_name(family)
+    m, y, _ = read_latency_table(table_csv, target_column, width_mult, family)
     pred, report = fit_best(m, y, kinds=kinds, width_mult=width_mult, n_classes=n_classes,
-                            base=_load_base(base), entries_lut=_load_entries(entries, width_mult, n_classes),
-                            folds=folds, seed=seed, device=device, target=target_column)
+                            base=_load_base(base),
+                            entries_lut=_load_entries(entries, width_mult, n_classes, family),
+                            folds=folds, seed=seed, device=device, target=target_column, family=family)
     pred.meta.notes["table"] = str(table_csv)
     pred.save(out_json)
     return pred, report
@@ -101,9 +120,17 @@ def predict_table(predictor_json: str | Path, in_csv: str | Path, out_csv: str |
     from hwnas.fileio import atomic_path
 
     pred = load_predictor(predictor_json)
-    archs, df = read_arch_table(in_csv, w=pred.meta.width_mult)
-    df = df.copy()
-    df[column] = pred.predict(SearchSpace.to_matrix(archs)) if archs else []
+    if pred.meta.family != MBV3:
+        from hwnas.families import get_family
+        from hwnas.space import read_table_frame
+
+        df = read_table_frame(in_csv).copy()
+        m = get_family(pred.meta.family).table_codes(df, str(in_csv))
+        df[column] = pred.predict(m) if len(m) else []
+    else:
+        archs, df = read_arch_table(in_csv, w=pred.meta.width_mult)
+        df = df.copy()
+        df[column] = pred.predict(SearchSpace.to_matrix(archs)) if archs else []
     out = Path(out_csv)
     with atomic_path(out, suffix=out.suffix) as tmp:
         if out.suffix == ".parquet":
@@ -114,10 +141,10 @@ def predict_table(predictor_json: str | Path, in_csv: str | Path, out_csv: str |
 
 
 def _fit(kind: str | None, m: np.ndarray, y: np.ndarray, width_mult: float, n_classes: int,
-         base: LatencyPredictor | None, seed: int) -> LatencyPredictor:
+         base: LatencyPredictor | None, seed: int, family: str = MBV3) -> LatencyPredictor:
     kinds = None if kind is None else [kind]
     return fit_best(m, y, kinds=kinds, width_mult=width_mult, n_classes=n_classes, base=base,
-                    seed=seed)[0]
+                    seed=seed, family=family)[0]
 
 
 def evaluate_predictor(table_csv: str | Path, target_column: str, *,
@@ -125,8 +152,8 @@ def evaluate_predictor(table_csv: str | Path, target_column: str, *,
                        sizes: Sequence[int] = LEARNING_CURVE_SIZES, test_fraction: float = 0.25,
                        repeats: int = 1, repeat_column: str | None = None,
                        base: str | Path | LatencyPredictor | None = None, width_mult: float = 1.0,
-                       n_classes: int = 1000, seed: int = 0, out_json: str | Path | None = None
-                       ) -> dict[str, Any]:
+                       n_classes: int = 1000, seed: int = 0, out_json: str | Path | None = None,
+                       family: str = MBV3) -> dict[str, Any]:
     """Held-out accuracy of latency prediction on a measured table.
 
     - With `predictor_json`: that predictor's metrics on every row of the table (``heldout``).
@@ -144,10 +171,13 @@ def evaluate_predictor(table_csv: str | Path, target_column: str, *,
         raise InputError(f"test_fraction must be in (0, 1), got {test_fraction}")
     if repeats < 1:
         raise InputError(f"repeats must be at least 1, got {repeats}")
-    m, y, df = read_latency_table(table_csv, target_column, width_mult)
+    family = _family_name(family)
+    m, y, df = read_latency_table(table_csv, target_column, width_mult, family)
     base_pred = _load_base(base)
     report: dict[str, Any] = {"table": str(table_csv), "target": target_column, "rows": int(len(y)),
                               "width_mult": width_mult, "n_classes": n_classes, "seed": seed}
+    if family != MBV3:
+        report["family"] = family
     if repeat_column is not None:
         y2 = _target(df, repeat_column, str(table_csv))
         report["repeatability"] = {"column": repeat_column, "within_5": within(y2, y, 0.05),
@@ -167,9 +197,9 @@ def evaluate_predictor(table_csv: str | Path, target_column: str, *,
         for rep in range(repeats):
             order = np.random.default_rng(seed + rep).permutation(len(y))
             train, test = order[:n], order[pool:]
-            pred = _fit(kind, m[train], y[train], width_mult, n_classes, base_pred, seed)
+            pred = _fit(kind, m[train], y[train], width_mult, n_classes, base_pred, seed, family)
             flops = AnalyticPredictor("macs", "linear", 0.0, width_mult=width_mult,
-                                      n_classes=n_classes).fit(m[train], y[train])
+                                      n_classes=n_classes, family=family).fit(m[train], y[train])
             runs.append({"chosen": pred.describe(), **summary(pred.predict(m[test]), y[test]),
                          "flops_baseline": summary(flops.predict(m[test]), y[test])})
         curve.append({"n_train": n, "n_test": n_test, **_mean_runs(runs)})
@@ -194,12 +224,13 @@ def _mean_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _block_entries(blocks, target: str):
-    """Entries table (`ENTRY_COLUMNS` + target) from block rows, or None when they describe none."""
+def _block_entries(blocks, target: str, columns: Sequence[str] = ENTRY_COLUMNS):
+    """Entries table (`columns` + target) from block rows, or None when they describe none."""
     import json
 
     import pandas as pd
 
+    ENTRY_COLUMNS = tuple(columns)  # noqa: N806 (the family's entry columns)
     if all(c in blocks.columns for c in ENTRY_COLUMNS):
         return blocks[list(ENTRY_COLUMNS) + [target]]
     if "block" not in blocks.columns:
@@ -215,11 +246,52 @@ def _block_entries(blocks, target: str):
     return pd.DataFrame(rows) if rows else None
 
 
+def run_family(run_dir: str | Path, df=None) -> str:
+    """The family of a run: its config's (runs made before families: OFA-MobileNetV3), else, with no
+    config, the family whose flat columns the measurements `df` hold (the most columns wins)."""
+    import yaml
+
+    from hwnas.families import family_names, get_family
+
+    path = Path(run_dir) / "config.yaml"
+    if path.exists():
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError:
+            raw = {}
+        if isinstance(raw, dict):
+            return str(raw.get("family", MBV3))
+    if df is not None:
+        fits = [(len(get_family(f).flat_columns()), f) for f in family_names()
+                if all(c in df.columns for c in get_family(f).flat_columns())]
+        if fits:
+            return max(fits)[1]
+    return MBV3
+
+
+def _run_width(run_dir: str | Path, family: str) -> float:
+    """The width multiplier of a run's space (its config), else the family's default."""
+    import yaml
+
+    from hwnas.families import get_family
+
+    path = Path(run_dir) / "config.yaml"
+    try:
+        raw = yaml.safe_load(path.read_text()) if path.exists() else None
+        return float(raw["space"]["width_mult"])
+    except (yaml.YAMLError, KeyError, TypeError, ValueError):
+        return get_family(family).default_width
+
+
 def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | None = None,
                  target: str = "corrected_ms", width_mult: float | None = None, n_classes: int = 1000,
                  base: str | Path | LatencyPredictor | None = None, kinds: Iterable[str] | None = None,
-                 folds: int | None = None, seed: int = 0) -> tuple[LatencyPredictor, dict[str, Any]]:
+                 folds: int | None = None, seed: int = 0, family: str | None = None
+                 ) -> tuple[LatencyPredictor, dict[str, Any]]:
     """Fit `device`'s latency predictor from a run's measurement store; save it.
+
+    `family`: the run's search-space family (default: its config's, else the family whose flat
+    columns the store holds; stores written before families are OFA-MobileNetV3's).
 
     Reads ``hwnas.latency.store.read_measurements(run_dir, device=device)``: a DataFrame with the
     flat arch columns, ``device``, ``kind`` ("subnet" | "block" | "model"), ``corrected_ms`` and
@@ -242,8 +314,10 @@ def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | Non
         df = df[df["device"] == device]
     if target not in df.columns:
         raise TableError(f"the measurements of run {run_dir} have no column {target!r}")
+    family = _family_name(family) if family is not None else run_family(run_dir, df)
     if width_mult is None:
-        width_mult = float(df["width_mult"].iloc[0]) if "width_mult" in df.columns else 1.0
+        width_mult = (float(df["width_mult"].iloc[0]) if "width_mult" in df.columns else 1.0 if family == MBV3
+                      else _run_width(run_dir, family))
     kinds_col = df["kind"].astype(str) if "kind" in df.columns else None
     subnets = df if kinds_col is None else df[kinds_col == "subnet"]
     blocks = None if kinds_col is None else df[kinds_col == "block"]
@@ -254,19 +328,29 @@ def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | Non
 
     source = f"measurements of {run_dir} ({device})"
     _target(subnets, target, source)
-    grouped = subnets.groupby(list(FLAT_COLUMNS), as_index=False, sort=False)[target].median()
-    archs = archs_from_frame(grouped, w=width_mult, source=source)
-    m = SearchSpace.to_matrix(archs).astype(np.int64)
+    entry_columns: Sequence[str] = ENTRY_COLUMNS
+    if family == MBV3:
+        grouped = subnets.groupby(list(FLAT_COLUMNS), as_index=False, sort=False)[target].median()
+        archs = archs_from_frame(grouped, w=width_mult, source=source)
+        m = SearchSpace.to_matrix(archs).astype(np.int64)
+    else:
+        from hwnas.families import get_family
+
+        fam = get_family(family)
+        grouped = subnets.groupby(list(fam.flat_columns()), as_index=False, sort=False)[target].median()
+        m = fam.table_codes(grouped, source)
+        entry_columns = fam.cost_layout(width_mult, n_classes).entry_columns
     y = _target(grouped, target, source)
     entries_lut = None
-    entries = _block_entries(blocks, target) if blocks is not None and len(blocks) else None
+    entries = _block_entries(blocks, target, entry_columns) if blocks is not None and len(blocks) else None
     if entries is not None:
-        merged = entries.groupby(list(ENTRY_COLUMNS), as_index=False)[target].median()
+        merged = entries.groupby(list(entry_columns), as_index=False)[target].median()
         entries_lut = LookupTablePredictor.from_entries(merged, width_mult=width_mult, n_classes=n_classes,
-                                                        ms_column=target, device=device, source=source)
+                                                        ms_column=target, device=device, source=source,
+                                                        family=family)
     pred, report = fit_best(m, y, kinds=kinds, width_mult=width_mult, n_classes=n_classes,
                             base=_load_base(base), entries_lut=entries_lut, folds=folds, seed=seed,
-                            device=device, target=target)
+                            device=device, target=target, family=family)
     pred.meta.notes.update(run=str(run_dir), block_entries=0 if entries_lut is None else
                            int(entries_lut.meta.notes.get("entries", 0)))
     out = Path(out_json) if out_json is not None else Path(run_dir) / "predictors" / f"latency-{device}.json"

@@ -33,7 +33,7 @@ from hwnas.fileio import read_npz
 from hwnas.space import Arch
 
 __all__ = ["LatencyPredictor", "PredictorMeta", "ArchLike", "register", "predictor_class",
-           "predictor_kinds", "load_predictor", "to_jsonable", "FORMAT", "VERSION"]
+           "predictor_kinds", "load_predictor", "to_jsonable", "family_matrix", "FORMAT", "VERSION"]
 
 FORMAT = "hwnas-latency-predictor"
 VERSION = 1
@@ -73,6 +73,7 @@ class PredictorMeta:
     candidate (`hwnas.latency.select`), when it was chosen by `fit_best`."""
 
     device: str = ""
+    family: str = "ofa-mbv3"  # the search-space family of the rows (files without one: ofa-mbv3)
     width_mult: float = 1.0
     n_classes: int = 1000
     target: str = "ms"  # the column / quantity it learned (e.g. corrected_ms)
@@ -132,14 +133,15 @@ def single_thread() -> Iterator[None]:
 
 
 class LatencyPredictor(ABC):
-    """Predicts one device's latency (ms) of OFA-MobileNetV3 subnets."""
+    """Predicts one device's latency (ms) of one family's subnets (`meta.family`, default
+    OFA-MobileNetV3): rows are that family's flat int matrix."""
 
     kind: ClassVar[str]
     #: fewest rows `fit` accepts
     min_rows: ClassVar[int] = 2
 
-    def __init__(self, *, width_mult: float = 1.0, n_classes: int = 1000) -> None:
-        self.meta = PredictorMeta(width_mult=float(width_mult), n_classes=int(n_classes))
+    def __init__(self, *, width_mult: float = 1.0, n_classes: int = 1000, family: str = "ofa-mbv3") -> None:
+        self.meta = PredictorMeta(family=str(family), width_mult=float(width_mult), n_classes=int(n_classes))
         self._fitted = False
 
     # -- hyperparameters -----------------------------------------------------------------
@@ -150,7 +152,7 @@ class LatencyPredictor(ABC):
     def clone(self: P) -> P:
         """An unfitted copy with the same hyperparameters and layout."""
         return type(self)(width_mult=self.meta.width_mult, n_classes=self.meta.n_classes,
-                          **copy.deepcopy(self.get_params()))
+                          family=self.meta.family, **copy.deepcopy(self.get_params()))
 
     def describe(self) -> str:
         params = ", ".join(f"{k}={v}" for k, v in self.get_params().items()
@@ -159,7 +161,10 @@ class LatencyPredictor(ABC):
 
     # -- fit / predict -------------------------------------------------------------------
     def _matrix(self, archs: ArchLike) -> np.ndarray:
-        from hwnas.latency.layout import as_matrix
+        from hwnas.latency.layout import MBV3, as_matrix
+
+        if self.meta.family != MBV3:
+            return family_matrix(self.meta.family, archs, self.meta.width_mult)
 
         if not isinstance(archs, np.ndarray):
             archs = list(archs)
@@ -240,7 +245,7 @@ class LatencyPredictor(ABC):
         klass = predictor_class(kind)
         meta = PredictorMeta.from_dict(doc.get("meta") or {})
         params = dict(doc.get("params") or {})
-        obj = klass(width_mult=meta.width_mult, n_classes=meta.n_classes, **params)
+        obj = klass(width_mult=meta.width_mult, n_classes=meta.n_classes, family=meta.family, **params)
         obj.meta = meta
         obj._load_state(doc.get("state") or {}, arrays)
         obj._fitted = True
@@ -273,6 +278,25 @@ class LatencyPredictor(ABC):
     def __repr__(self) -> str:
         state = f"n_train={self.meta.n_train}" if self._fitted else "unfitted"
         return f"<{type(self).__name__} {self.describe()} {state}>"
+
+
+def family_matrix(family: str, archs: ArchLike, width_mult: float) -> np.ndarray:
+    """Canonical int64 flat rows of `family` from its int matrix or a list of its archs."""
+    from hwnas.families import get_family
+    from hwnas.families.base import GeneArch
+
+    fam = get_family(family)
+    if not isinstance(archs, np.ndarray):
+        archs = list(archs)
+        for a in archs:
+            if not isinstance(a, GeneArch) or a.family_name != fam.name:
+                what = a.family_name if isinstance(a, GeneArch) else type(a).__name__
+                raise InputError(f"this predictor is for {fam.name} subnets, got a {what} arch")
+            if abs(a.w - width_mult) > 1e-9:
+                raise InputError(f"archs have width multiplier {a.w} but this predictor is for "
+                                 f"width_mult={width_mult}")
+        archs = np.asarray([a.to_row() for a in archs], dtype=np.int64).reshape(-1, len(fam.flat_columns()))
+    return fam.canonical(fam.check_rows(np.asarray(archs)))
 
 
 # -- nested predictors ---------------------------------------------------------------------------

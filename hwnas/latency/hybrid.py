@@ -30,18 +30,20 @@ RIDGE_ALPHAS = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 1e4)
 AUTO = "auto"
 
 
-def _spec(base: LatencyPredictor | Mapping[str, Any] | str, width_mult: float, n_classes: int
-          ) -> LatencyPredictor | None:
+def _spec(base: LatencyPredictor | Mapping[str, Any] | str, width_mult: float, n_classes: int,
+          family: str = "ofa-mbv3") -> LatencyPredictor | None:
     if base == AUTO:
         return None
     if isinstance(base, LatencyPredictor):
+        if base.meta.family != family:
+            raise InputError(f"a hybrid predictor for {family} cannot have a {base.meta.family} base")
         return base.clone()
     if not isinstance(base, Mapping):
         raise InputError(f"a hybrid base must be 'auto', a predictor or {{'kind', 'params'}}, got {base!r}")
     spec = dict(base)
     if spec.get("kind") in ("hybrid", "transfer"):
         raise InputError(f"a hybrid predictor's base cannot be a {spec['kind']} predictor")
-    return predictor_class(str(spec.get("kind"))) (width_mult=width_mult, n_classes=n_classes,
+    return predictor_class(str(spec.get("kind"))) (width_mult=width_mult, n_classes=n_classes, family=family,
                                                    **dict(spec.get("params") or {}))
 
 
@@ -53,14 +55,15 @@ class HybridPredictor(LatencyPredictor):
     min_rows = 5
 
     def __init__(self, base: LatencyPredictor | Mapping[str, Any] | str = AUTO,
-                 residual: str = "ridge", *, width_mult: float = 1.0, n_classes: int = 1000) -> None:
-        super().__init__(width_mult=width_mult, n_classes=n_classes)
+                 residual: str = "ridge", *, width_mult: float = 1.0, n_classes: int = 1000,
+                 family: str = "ofa-mbv3") -> None:
+        super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
         if residual not in ("ridge", "mlp"):
             raise InputError(f"unknown residual model {residual!r}; use 'ridge' or 'mlp'")
         self.residual = residual
         self.auto_base = base == AUTO
-        self.base: LatencyPredictor | None = _spec(base, width_mult, n_classes)
-        self.inputs = InputScaler(width_mult, n_classes)
+        self.base: LatencyPredictor | None = _spec(base, width_mult, n_classes, family)
+        self.inputs = InputScaler(width_mult, n_classes, family)
         self.coef = np.zeros(0)
         self.intercept = 0.0
         self.alpha = 0.0
@@ -73,7 +76,8 @@ class HybridPredictor(LatencyPredictor):
 
     def clone(self) -> HybridPredictor:
         return HybridPredictor(AUTO if self.auto_base else self.base, self.residual,
-                               width_mult=self.meta.width_mult, n_classes=self.meta.n_classes)
+                               width_mult=self.meta.width_mult, n_classes=self.meta.n_classes,
+                               family=self.meta.family)
 
     def describe(self) -> str:
         base = "auto-analytic" if self.auto_base else self.base.describe()
@@ -84,7 +88,7 @@ class HybridPredictor(LatencyPredictor):
             from hwnas.latency.select import fit_best  # select imports this module
 
             self.base = fit_best(m, y, kinds=["analytic"], width_mult=self.meta.width_mult,
-                                 n_classes=self.meta.n_classes)[0]
+                                 n_classes=self.meta.n_classes, family=self.meta.family)[0]
         else:
             self.base.fit(m, y)
         target = np.log(y) - np.log(self.base.predict(m))

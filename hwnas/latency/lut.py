@@ -35,8 +35,8 @@ import numpy as np
 from hwnas.errors import InputError, TableError
 from hwnas.latency._solvers import nnls_relative
 from hwnas.latency.base import LatencyPredictor, register
-from hwnas.latency.layout import (ENTRY_COLUMNS, SlotGather, block_cost, fixed_cost, slot_sizes,
-                                  slot_specs)
+from hwnas.latency.layout import (ENTRY_COLUMNS, MBV3, PartGather, SlotGather, block_cost, family_layout,
+                                  fixed_cost, slot_sizes, slot_specs)
 
 __all__ = ["LookupTablePredictor", "check_entries"]
 
@@ -44,13 +44,15 @@ _SIZE_REF = 32.0
 _PART_CODE = {"stem": 0, "block": 1, "head": 2}
 
 
-def check_entries(df, ms_column: str = "ms", source: str = "entries") -> np.ndarray:
-    """Validate an entries table; returns float64 [n, 8]: part code, stage, j, in_ch, k, e, size, ms.
+def check_entries(df, ms_column: str = "ms", source: str = "entries",
+                  columns: tuple[str, ...] = ENTRY_COLUMNS) -> np.ndarray:
+    """Validate an entries table; returns float64 [n, 8]: part code, stage, j, in_ch, k, e, size, ms
+    (another family's `columns`: part code, its five integers, size, ms).
 
     Raises a one-line `TableError` naming the row and column of the first bad value."""
     import pandas as pd
 
-    cols = list(ENTRY_COLUMNS) + [ms_column]
+    cols = list(columns) + [ms_column]
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise TableError(f"{source} lacks the column(s) {', '.join(missing)}; it needs "
@@ -92,20 +94,27 @@ class LookupTablePredictor(LatencyPredictor):
     kind = "lut"
 
     def __init__(self, mode: str = "nnls", alpha: float = 1.0, *, width_mult: float = 1.0,
-                 n_classes: int = 1000) -> None:
-        super().__init__(width_mult=width_mult, n_classes=n_classes)
+                 n_classes: int = 1000, family: str = MBV3) -> None:
+        super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
         if mode not in ("nnls", "entries"):
             raise InputError(f"unknown lookup-table mode {mode!r}; use 'nnls' or 'entries'")
         self.mode, self.alpha = mode, float(alpha)
         self.entries = np.zeros((0, 8))  # entries mode: validated table
         self.calib = np.array([0.0, 1.0])  # entries mode: ms = a + b * sum
-        self.type_keys = np.zeros((0, 4), dtype=np.int64)  # nnls mode: stage, pos, k, e
+        # nnls mode: stage, pos, k, e (other families: the layout's `type_key`, 6 integers)
+        self.type_keys = np.zeros((0, self._type_width()), dtype=np.int64)
         self.type_cost = np.zeros((0, 2))  # nnls mode: a_t, b_t
         self.fixed_cost = np.zeros(3)  # nnls mode: constant, stem/head (r/128)^2, theta per MMAC
         self._cache: dict[tuple, float] = {}
 
     def get_params(self) -> dict[str, Any]:
         return {"mode": self.mode, "alpha": self.alpha}
+
+    def _type_width(self) -> int:
+        return 4 if self.meta.family == MBV3 else 6
+
+    def _layout(self):
+        return family_layout(self.meta.family, self.meta.width_mult, self.meta.n_classes)
 
     def describe(self) -> str:
         return "lut(mode=entries)" if self.mode == "entries" else f"lut(mode=nnls, alpha={self.alpha})"
@@ -119,8 +128,16 @@ class LookupTablePredictor(LatencyPredictor):
     # -- entries ---------------------------------------------------------------------------
     @classmethod
     def from_entries(cls, df, *, width_mult: float = 1.0, n_classes: int = 1000, ms_column: str = "ms",
-                     device: str = "", source: str = "entries") -> LookupTablePredictor:
-        """A fitted (uncalibrated: ms = sum of parts) predictor from a per-part entries table."""
+                     device: str = "", source: str = "entries", family: str = MBV3) -> LookupTablePredictor:
+        """A fitted (uncalibrated: ms = sum of parts) predictor from a per-part entries table
+        (another family's: the columns of its cost layout's `entry_columns`)."""
+        if family != MBV3:
+            pred = cls(mode="entries", width_mult=width_mult, n_classes=n_classes, family=family)
+            pred.entries = check_entries(df, ms_column, source, tuple(pred._layout().entry_columns))
+            pred.meta.device = device
+            pred.meta.notes["entries"] = int(len(pred.entries))
+            pred._fitted = True
+            return pred
         table = check_entries(df, ms_column, source)
         pred = cls(mode="entries", width_mult=width_mult, n_classes=n_classes)
         specs = slot_specs(width_mult)
@@ -165,7 +182,9 @@ class LookupTablePredictor(LatencyPredictor):
             got = self._slot_gather = self._make_gather()
         return got
 
-    def _make_gather(self) -> SlotGather:
+    def _make_gather(self) -> SlotGather | PartGather:
+        if self.meta.family != MBV3:
+            return self._make_part_gather()
         specs = slot_specs(self.meta.width_mult)
         if self.mode == "entries":
             def block(r: int, slot: int, k: int, e: int) -> np.ndarray:
@@ -203,7 +222,80 @@ class LookupTablePredictor(LatencyPredictor):
         return float(fixed_cost(self.meta.width_mult, self.meta.n_classes, r)[3]) / 1e6
 
     def part_sum(self, m: np.ndarray) -> np.ndarray:
+        if self.meta.family != MBV3 and self.mode == "nnls":
+            return self._gather().total(m)[:, 0] + self.fixed_cost[0]
         return self._gather().total(m)[:, 0]
+
+    # -- any other family: its cost layout's parts ------------------------------------------
+    def _family_entry_ms(self, entry: tuple) -> float:
+        """Measured ms of one entry of the layout (exact size or interpolated over sizes)."""
+        key = ("family",) + tuple(entry)
+        if key not in self._cache:
+            t = self.entries
+            code = _PART_CODE[entry[0]]
+            sel = (t[:, 0] == code) & (t[:, 1:6] == np.asarray(entry[1:6], dtype=np.float64)).all(axis=1)
+            if not sel.any():
+                names = self._layout().entry_columns
+                what = ", ".join(f"{n}={v}" for n, v in zip(names, entry[:-1]))
+                raise InputError(f"the lookup table has no entry for {what}; measure that part "
+                                 "(`hwnas profile --blocks`) or fit an nnls lookup table from subnets")
+            self._cache[key] = _interp(t[sel, 6], t[sel, 7], int(entry[-1]))
+        return self._cache[key]
+
+    def _family_macs(self, p: int, key: tuple[int, ...]) -> float:
+        return float(self._layout().cost(p, key)[:4].sum()) / 1e6
+
+    def _make_part_gather(self) -> PartGather:
+        layout = self._layout()
+        if self.mode == "entries":
+            return PartGather(layout, lambda p, key: np.array([self._family_entry_ms(layout.entry(p, key))]), 1)
+        index = {tuple(int(v) for v in key): i for i, key in enumerate(self.type_keys)}
+
+        def part_nnls(p: int, key: tuple[int, ...]) -> np.ndarray:
+            entry = layout.entry(p, key)
+            t = layout.type_key(entry)
+            i = index.get(t)
+            if i is None:  # a type never seen in training: the mean of its part, stage and position
+                same = [j for k, j in index.items() if k[:3] == t[:3]]
+                cost = self.type_cost[same].mean(axis=0) if same else np.zeros(2)
+            else:
+                cost = self.type_cost[i]
+            return np.array([cost[0] + cost[1] * (layout.entry_size(entry) / _SIZE_REF) ** 2
+                             + self.fixed_cost[2] * self._family_macs(p, key)])
+        return PartGather(layout, part_nnls, 1)
+
+    def _fit_family_nnls(self, m: np.ndarray, y: np.ndarray) -> None:
+        """nnls over the layout's part types: ms = const + sum over active parts of
+        (a_t + b_t * (size/32)^2 + theta * MMACs), all but the constant non-negative."""
+        layout = self._layout()
+        active = layout.active(m)
+        types: set[tuple[int, ...]] = set()
+        for p, part in enumerate(layout.parts):
+            for key in np.unique(m[active[:, p]][:, part.columns], axis=0):
+                types.add(layout.type_key(layout.entry(p, tuple(int(v) for v in key))))
+        keys = sorted(types)
+        index = {key: i for i, key in enumerate(keys)}
+        n_t = len(keys)
+
+        def part(p: int, key: tuple[int, ...]) -> np.ndarray:
+            entry = layout.entry(p, key)
+            v = np.zeros(2 * n_t + 1)
+            i = index[layout.type_key(entry)]
+            v[i] = 1.0
+            v[n_t + i] = (layout.entry_size(entry) / _SIZE_REF) ** 2
+            v[-1] = self._family_macs(p, key)
+            return v
+
+        x = PartGather(layout, part, 2 * n_t + 1).total(m)
+        x = np.concatenate([x[:, :2 * n_t], np.ones((len(x), 1)), x[:, -1:]], axis=1)
+        free = np.zeros(x.shape[1], bool)
+        free[2 * n_t] = True
+        penalize = np.zeros(x.shape[1], bool)
+        penalize[:2 * n_t] = True
+        w = nnls_relative(x, y, self.alpha, free, penalize)
+        self.type_keys = np.array(keys, dtype=np.int64).reshape(-1, self._type_width())
+        self.type_cost = np.stack([w[:n_t], w[n_t:2 * n_t]], axis=1)
+        self.fixed_cost = np.array([w[2 * n_t], 0.0, w[2 * n_t + 1]])
 
     # -- fit / predict ----------------------------------------------------------------------
     def _fit(self, m: np.ndarray, y: np.ndarray) -> None:
@@ -215,6 +307,11 @@ class LookupTablePredictor(LatencyPredictor):
             s = self.part_sum(m)
             a = np.stack([np.ones_like(s), s], axis=1)
             self.calib = nnls_relative(a, y, 0.0, np.array([True, False]))
+            return
+        if self.meta.family != MBV3:
+            self._fit_family_nnls(m, y)
+            self._cache.clear()
+            self._slot_gather = None
             return
         specs = slot_specs(self.meta.width_mult)
         used_k = np.unique(m[:, 1:21])
@@ -269,7 +366,7 @@ class LookupTablePredictor(LatencyPredictor):
             self.entries = np.asarray(arrays["entries"], dtype=np.float64).reshape(-1, 8)
         else:
             self.fixed_cost = np.asarray(state["fixed_cost"], dtype=np.float64).reshape(3)
-            self.type_keys = np.asarray(arrays["type_keys"], dtype=np.int64).reshape(-1, 4)
+            self.type_keys = np.asarray(arrays["type_keys"], dtype=np.int64).reshape(-1, self._type_width())
             self.type_cost = np.asarray(arrays["type_cost"], dtype=np.float64).reshape(-1, 2)
             if len(self.type_keys) != len(self.type_cost):
                 raise ValueError("type_keys and type_cost differ in length")

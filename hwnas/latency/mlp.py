@@ -14,9 +14,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from hwnas.errors import InputError
-from hwnas.latency.analytic import FeatureCache, feature_names, select_features
-from hwnas.latency.base import LatencyPredictor, register
-from hwnas.latency.encoding import ArchEncoder
+from hwnas.latency.analytic import FeatureCache, cached_features, feature_names, select_features
+from hwnas.latency.base import LatencyPredictor, PredictorMeta, register
+from hwnas.latency.encoding import ArchEncoder, FamilyEncoder, encoder_from_dict
+from hwnas.latency.layout import MBV3
 
 __all__ = ["MLPPredictor", "train_mlp", "mlp_forward"]
 
@@ -137,19 +138,23 @@ class InputScaler:
 
     ENCODING_WEIGHT = 0.25
 
-    def __init__(self, width_mult: float, n_classes: int) -> None:
-        self.width_mult, self.n_classes = width_mult, n_classes
-        self.encoder = ArchEncoder()
+    def __init__(self, width_mult: float, n_classes: int, family: str = MBV3) -> None:
+        self.width_mult, self.n_classes, self.family = width_mult, n_classes, family
+        self.meta = PredictorMeta(family=family, width_mult=float(width_mult), n_classes=int(n_classes))
+        self.encoder = ArchEncoder() if family == MBV3 else FamilyEncoder(family)
         self.center = np.zeros(0)
         self.scale = np.zeros(0)
 
+    def _costs(self, m: np.ndarray, cache: FeatureCache | None) -> np.ndarray:
+        allf = cached_features(cache, m, self.meta)
+        return np.log(np.maximum(select_features(allf, "full", self.family), 1.0))
+
     def _raw(self, m: np.ndarray, cache: FeatureCache | None = None) -> np.ndarray:
-        allf = (cache or FeatureCache(m)).get(self.width_mult, self.n_classes)
-        costs = np.log(np.maximum(select_features(allf, "full"), 1.0))
-        return np.concatenate([self.encoder(m), costs], axis=1)
+        return np.concatenate([self.encoder(m), self._costs(m, cache)], axis=1)
 
     def fit(self, m: np.ndarray) -> np.ndarray:
-        self.encoder = ArchEncoder.from_rows(m)
+        self.encoder = (ArchEncoder.from_rows(m) if self.family == MBV3
+                        else FamilyEncoder.from_rows(self.family, m))
         raw = self._raw(m)
         width = self.encoder.width
         self.center = raw.mean(axis=0)
@@ -171,8 +176,7 @@ class InputScaler:
         if enc is None:
             return self(m, cache) @ w
         width = self.encoder.width
-        allf = cache.get(self.width_mult, self.n_classes)
-        costs = np.log(np.maximum(select_features(allf, "full"), 1.0))
+        costs = self._costs(m, cache)
         return enc + ((costs - self.center[width:]) / self.scale[width:]) @ w[width:]
 
     def encoder_dot_fn(self, w: np.ndarray):
@@ -186,10 +190,10 @@ class InputScaler:
         return {"encoder": self.encoder.to_dict()}, {"x_center": self.center, "x_scale": self.scale}
 
     def load(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        self.encoder = ArchEncoder.from_dict(state["encoder"])
+        self.encoder = encoder_from_dict(state["encoder"])
         self.center = np.asarray(arrays["x_center"], dtype=np.float64)
         self.scale = np.asarray(arrays["x_scale"], dtype=np.float64)
-        if len(self.center) != self.encoder.width + len(feature_names("full")):
+        if len(self.center) != self.encoder.width + len(feature_names("full", self.family)):
             raise ValueError("input scaler does not match its encoder")
 
 
@@ -201,13 +205,13 @@ class MLPPredictor(LatencyPredictor):
     min_rows = 10
 
     def __init__(self, hidden: int = 64, layers: int = 2, epochs: int = 500, weight_decay: float = 1e-3,
-                 seeds: int = 3, *, width_mult: float = 1.0, n_classes: int = 1000) -> None:
-        super().__init__(width_mult=width_mult, n_classes=n_classes)
+                 seeds: int = 3, *, width_mult: float = 1.0, n_classes: int = 1000, family: str = MBV3) -> None:
+        super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
         if hidden < 1 or layers < 1 or epochs < 1 or seeds < 1:
             raise InputError("MLP hidden, layers, epochs and seeds must be positive")
         self.hidden, self.layers, self.epochs = int(hidden), int(layers), int(epochs)
         self.weight_decay, self.seeds = float(weight_decay), int(seeds)
-        self.inputs = InputScaler(width_mult, n_classes)
+        self.inputs = InputScaler(width_mult, n_classes, family)
         self.models: list[Weights] = []
         self.t_center, self.t_scale = 0.0, 1.0
 

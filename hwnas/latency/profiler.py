@@ -129,7 +129,8 @@ def _anchor(run: RunConfig, device: str, store: MeasurementStore, reference, cal
             book.put(key, stats, what)
     params, macs = count_params_macs(ref, run.n_classes)
     store.append([stats_row(device, "reference", reference_key(run.space), stats, arch=ref,
-                            params=params, macs=macs, meta={"anchor_key": key})])
+                            params=params, macs=macs, meta={"anchor_key": key},
+                            columns=run.space.flat_columns)])
     return stats.median_ms
 
 
@@ -141,11 +142,13 @@ class _Job:
     blocks: list[dict[str, Any]] = field(default_factory=list)  # lookup-table entries (ENTRY_COLUMNS)
 
 
-def block_key(entry: dict[str, Any]) -> str:
-    """Store key of one lookup-table entry, e.g. ``block:block/2/1/40/5/6/16``."""
+def block_key(entry: dict[str, Any], columns: Sequence[str] | None = None) -> str:
+    """Store key of one lookup-table entry, e.g. ``block:block/2/1/40/5/6/16`` (the values of
+    `columns`: OFA-MobileNetV3's `ENTRY_COLUMNS` by default, another family's layout's
+    `entry_columns`)."""
     from hwnas.latency.layout import ENTRY_COLUMNS
 
-    return "block:" + "/".join(str(entry[c]) for c in ENTRY_COLUMNS)
+    return "block:" + "/".join(str(entry[c]) for c in (columns or ENTRY_COLUMNS))
 
 
 def build_timing_subnet(arch, n_classes: int):
@@ -192,7 +195,9 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
     done_blocks = store.keys(job.device, "block")
     todo = [a for a in job.subnets if a.id not in done_subnets]
     todo_models = [m for m in job.models if m not in done_models]
-    todo_blocks = [b for b in job.blocks if block_key(b) not in done_blocks]
+    layout = None if space.family.name == "ofa-mbv3" else space.family.cost_layout(space.width_mult, n_classes)
+    entry_columns = None if layout is None else layout.entry_columns
+    todo_blocks = [b for b in job.blocks if block_key(b, entry_columns) not in done_blocks]
     total = len(todo) + len(todo_models) + len(todo_blocks)
     summary = {"device": job.device, "measured": 0,
                "skipped": len(job.subnets) + len(job.models) + len(job.blocks) - total}
@@ -229,7 +234,8 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
             artifact = backend.compile(module, x, work / key.replace(":", "_").replace("/", "_"))
             stats = time_artifact(key, artifact, anchor)
             store.append([stats_row(job.device, row_kw.pop("kind"), key, stats,
-                                    meta={"reference": ref.to_ofa_dict()}, **row_kw)])
+                                    meta={"reference": ref.to_ofa_dict()}, columns=space.flat_columns,
+                                    **row_kw)])
             summary["measured"] += 1
             if progress:
                 progress(job.device, summary["measured"], total, key)
@@ -241,8 +247,9 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
         for entry in todo_blocks:
             from hwnas.latency.layout import entry_module
 
-            module, shape = entry_module(entry, space.width_mult, n_classes)
-            measure_one(block_key(entry), module.eval(), int(entry["size"]), shape=tuple(shape),
+            module, shape = (entry_module(entry, space.width_mult, n_classes) if layout is None
+                             else layout.entry_module(entry))
+            measure_one(block_key(entry, entry_columns), module.eval(), int(entry["size"]), shape=tuple(shape),
                         kind="block", block=entry)
         for spec in todo_models:
             module = _build_timm(spec, n_classes)
@@ -272,16 +279,34 @@ def measure_subnets(run: RunConfig, device: str, archs: Sequence[Arch], *,
     return df.loc[[a.id for a in archs]]
 
 
-def _block_entries(space: SearchSpace) -> list[dict[str, Any]]:
+def _block_entries(space: SearchSpace, n_classes: int = 1000) -> list[dict[str, Any]]:
     """Every part a lookup table needs: each (stage, first/later position, kernel, expand) plus stem
-    and head, at the smallest, middle and largest resolution (the table interpolates the rest)."""
+    and head, at the smallest, middle and largest resolution (the table interpolates the rest).
+    Another family: every entry of its cost layout over the space's choices of each part's key
+    columns, at those resolutions."""
     from hwnas.latency.layout import entry_keys
 
     rs = sorted({space.r_choices[0], space.r_choices[len(space.r_choices) // 2], space.r_choices[-1]})
+    if space.family.name != "ofa-mbv3":
+        return _family_block_entries(space, rs, n_classes)
     grid = [Arch((k,) * 20, (e,) * 20, (max(space.d_choices),) * 5, r, space.width_mult)
             for r in rs for k in space.ks_choices for e in space.e_choices]
     return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
             for row in entry_keys(grid, space.width_mult).to_dict("records")]
+
+
+def _family_block_entries(space, rs: Sequence[int], n_classes: int) -> list[dict[str, Any]]:
+    import itertools
+
+    layout = space.family.cost_layout(space.width_mult, n_classes)
+    choices = space.column_choices()
+    entries: set[tuple] = set()
+    for p, part in enumerate(layout.parts):
+        for key in itertools.product(rs, *(choices[c] for c in part.columns[1:])):
+            entries.add(layout.entry(p, tuple(int(v) for v in key)))
+    order = {"stem": 0, "block": 1, "head": 2}
+    return [dict(zip(layout.entry_columns, e))
+            for e in sorted(entries, key=lambda t: (order[t[0]],) + tuple(t[1:]))]
 
 
 def profile(run: RunConfig, devices: Sequence[str], samples: int, *, devices_file: str | Path | None = None,
@@ -307,7 +332,7 @@ def profile(run: RunConfig, devices: Sequence[str], samples: int, *, devices_fil
     subnets = select_subnets(run.space, samples, seed=protocol.seed, n_classes=run.n_classes)
     ref_r = reference_resolution or max(run.space.r_choices)
     store = MeasurementStore(run.run_dir)
-    entries = _block_entries(run.space) if blocks else []
+    entries = _block_entries(run.space, run.n_classes) if blocks else []
     local = [_Job(d.name, subnets, list(references), entries) for d in resolved if not d.is_remote]
     remote = [_Job(d.name, subnets, list(references), entries) for d in resolved if d.is_remote]
 

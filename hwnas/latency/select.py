@@ -38,7 +38,8 @@ CANDIDATE_KINDS = ("analytic", "lut", "hybrid", "mlp", "transfer")
 
 def default_candidates(n_rows: int, *, kinds: Iterable[str] | None = None, width_mult: float = 1.0,
                        n_classes: int = 1000, base: LatencyPredictor | None = None,
-                       entries_lut: LookupTablePredictor | None = None) -> list[LatencyPredictor]:
+                       entries_lut: LookupTablePredictor | None = None, family: str = "ofa-mbv3"
+                       ) -> list[LatencyPredictor]:
     """Unfitted candidates for `n_rows` training rows, simplest first.
 
     `kinds` restricts the kinds (default: all that suit n_rows); `base` (a fitted predictor of
@@ -50,7 +51,7 @@ def default_candidates(n_rows: int, *, kinds: Iterable[str] | None = None, width
         raise InputError(f"unknown predictor kind(s) {', '.join(sorted(unknown))}; "
                          f"known: {', '.join(predictor_kinds())}")
     auto = kinds is None
-    kw = dict(width_mult=width_mult, n_classes=n_classes)
+    kw = dict(width_mult=width_mult, n_classes=n_classes, family=family)
     out: list[LatencyPredictor] = []
     if "transfer" in wanted and base is not None:
         for features in ("none", "compact", "roofline"):
@@ -58,7 +59,7 @@ def default_candidates(n_rows: int, *, kinds: Iterable[str] | None = None, width
     if "analytic" in wanted:
         out.append(AnalyticPredictor("macs", "linear", 0.0, **kw))
         for features in ("simple", "compact", "roofline", "stage", "full"):
-            if len(feature_names(features)) > n_rows / 2:
+            if len(feature_names(features, family)) > n_rows / 2:
                 continue  # at least 2 rows per coefficient, or CV picks overfitted sets by luck
             for alpha in ((1e-4,) if features in ("simple", "compact") else (1e-4, 1e-2)):
                 out.append(AnalyticPredictor(features, "linear", alpha, **kw))
@@ -136,8 +137,8 @@ def cross_validate(candidates: Sequence[LatencyPredictor], archs: ArchLike, ms: 
 def fit_best(archs: ArchLike, ms: Any, *, kinds: Iterable[str] | None = None, width_mult: float = 1.0,
              n_classes: int = 1000, base: LatencyPredictor | None = None,
              entries_lut: LookupTablePredictor | None = None, candidates: Sequence[LatencyPredictor] | None = None,
-             folds: int | None = None, seed: int = 0, device: str = "", target: str = "ms"
-             ) -> tuple[LatencyPredictor, dict[str, Any]]:
+             folds: int | None = None, seed: int = 0, device: str = "", target: str = "ms",
+             family: str = "ofa-mbv3") -> tuple[LatencyPredictor, dict[str, Any]]:
     """Cross-validate the candidates, refit the best on all rows; returns (predictor, report).
 
     The report holds every candidate's out-of-fold metrics (``candidates``), the chosen one
@@ -145,7 +146,7 @@ def fit_best(archs: ArchLike, ms: Any, *, kinds: Iterable[str] | None = None, wi
     if candidates is None:
         n = len(archs)
         candidates = default_candidates(n, kinds=kinds, width_mult=width_mult, n_classes=n_classes,
-                                        base=base, entries_lut=entries_lut)
+                                        base=base, entries_lut=entries_lut, family=family)
     rows = cross_validate(candidates, archs, ms, folds, seed)
     best = max(rows, key=lambda r: (round(r["within_10"], 9), -r["rmse_log"], -r["index"]))
     chosen = candidates[best["index"]].clone().fit(archs, ms)

@@ -1,6 +1,8 @@
 """The run's measurement store: one Parquet table, `runs/<name>/measurements.parquet`.
 
-One row per measured thing on one device: a subnet (`kind="subnet"`, with the flat arch columns),
+One row per measured thing on one device: a subnet (`kind="subnet"`, with the flat arch columns
+of the run's family, as values: ``r, ks_0..ks_19, e_0..e_19, d_0..d_4`` for OFA-MobileNetV3, the
+family's `flat_columns` for the others; a run has one family, so one set of columns),
 a single block for lookup tables (`kind="block"`), a reference model such as a timm network
 (`kind="model"`), or the profiler's reference subnet, whose latency is the device's anchor in this
 run (`kind="reference"`, see `hwnas.devices.anchors`). Columns: identity (`device`, `kind`,
@@ -19,7 +21,7 @@ import json
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,18 +38,35 @@ KINDS = ("subnet", "block", "model", "reference")
 _STAT_COLUMNS = ("median_ms", "mean_ms", "std_ms", "p90_ms", "p99_ms", "min_ms", "n", "warmup", "cv",
                  "corrected_ms", "ref_median_ms", "rounds", "rel_se", "backend", "threads", "batch", "precision",
                  "resolution", "host", "timer")
-_REQUIRED = ("device", "kind", "key", "corrected_ms", "median_ms", *FLAT_COLUMNS)
+_REQUIRED = ("device", "kind", "key", "corrected_ms", "median_ms", "r")
+
+
+def arch_values(arch) -> tuple[str, ...] | None:
+    """(flat columns, values) of an arch of any family (gene values, not choice indices)."""
+    from hwnas.families.base import GeneArch
+
+    if isinstance(arch, GeneArch):
+        fam = arch.family
+        return fam.flat_columns(), [arch.r] + [v for g in fam.gene_groups() for v in arch.group(g.name)]
+    return FLAT_COLUMNS, list(arch.to_row())
 
 
 def stats_row(device: str, kind: str, key: str, stats: LatencyStats, *, arch: Arch | None = None,
               params: int | None = None, macs: int | None = None, block: Mapping[str, Any] | None = None,
-              meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """One store row from a measurement."""
+              meta: Mapping[str, Any] | None = None, columns: Sequence[str] | None = None) -> dict[str, Any]:
+    """One store row from a measurement. `columns`: the run's flat columns (default: the arch's
+    family's, else OFA-MobileNetV3's), -1 in each when the row is not a subnet."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     d = stats.to_dict()
     row: dict[str, Any] = {"device": device, "kind": kind, "key": key}
-    row.update(zip(FLAT_COLUMNS, arch.to_row() if arch is not None else [-1] * len(FLAT_COLUMNS)))
+    if arch is not None:
+        cols, values = arch_values(arch)
+        if columns is not None and tuple(columns) != tuple(cols):
+            raise ValueError("the arch's flat columns are not the run's")
+        row.update(zip(cols, values))
+    else:
+        row.update((c, -1) for c in (FLAT_COLUMNS if columns is None else columns))
     row.update(params=-1 if params is None else int(params), macs=-1 if macs is None else int(macs))
     row.update({c: d[c] for c in _STAT_COLUMNS})
     row["ref_median_ms"] = np.nan if row["ref_median_ms"] is None else row["ref_median_ms"]
@@ -111,6 +130,11 @@ def read_measurements(run_dir: str | Path, device: str | None = None, kind: str 
         raise TableError(f"measurement store {path} is unreadable ({type(err).__name__}); "
                          "restore it or move it away and profile again") from None
     missing = [c for c in _REQUIRED if c not in df.columns]
+    if not missing:  # the flat columns of one family (OFA-MobileNetV3's in stores before families)
+        from hwnas.families import family_names, get_family
+
+        gaps = [[c for c in get_family(f).flat_columns() if c not in df.columns] for f in family_names()]
+        missing = [] if any(not g for g in gaps) else min(gaps, key=len)
     if missing:
         raise TableError(f"{path} is not an hwnas measurement store (missing {', '.join(missing[:4])})")
     if device is not None:

@@ -20,7 +20,7 @@ import numpy as np
 
 from hwnas.errors import InputError
 from hwnas.latency._solvers import ridge_fit, ridge_loo_alpha
-from hwnas.latency.analytic import FeatureCache, feature_names, select_features
+from hwnas.latency.analytic import FeatureCache, cached_features, feature_names, select_features
 from hwnas.latency.base import LatencyPredictor, load_nested, nested_state, register
 
 __all__ = ["TransferPredictor", "TRANSFER_ALPHAS"]
@@ -36,12 +36,15 @@ class TransferPredictor(LatencyPredictor):
     min_rows = 3
 
     def __init__(self, base: LatencyPredictor | None = None, features: str = "compact", *,
-                 width_mult: float = 1.0, n_classes: int = 1000) -> None:
-        super().__init__(width_mult=width_mult, n_classes=n_classes)
+                 width_mult: float = 1.0, n_classes: int = 1000, family: str = "ofa-mbv3") -> None:
+        super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
         if features != "none":
-            feature_names(features)
+            feature_names(features, family)
         if base is not None and not base._fitted:
             raise InputError("few-shot transfer needs a fitted source predictor as its base")
+        if base is not None and base.meta.family != family:
+            raise InputError(f"the source predictor is for {base.meta.family} subnets, these rows are "
+                             f"{family}'s: transfer needs a source fitted on the same family")
         self.base = base
         self.features = features
         self.center = np.zeros(0)
@@ -55,7 +58,7 @@ class TransferPredictor(LatencyPredictor):
 
     def clone(self) -> TransferPredictor:
         return TransferPredictor(self.base, self.features, width_mult=self.meta.width_mult,
-                                 n_classes=self.meta.n_classes)
+                                 n_classes=self.meta.n_classes, family=self.meta.family)
 
     def describe(self) -> str:
         return f"transfer({self.base.describe() if self.base else '?'}, features={self.features})"
@@ -65,8 +68,8 @@ class TransferPredictor(LatencyPredictor):
         z = np.log(np.maximum(self.base._predict_part(m, cache), 1e-9))
         if self.features == "none":
             return z[:, None]
-        allf = cache.get(self.meta.width_mult, self.meta.n_classes)
-        f = np.log(np.maximum(select_features(allf, self.features), 1.0))
+        allf = cached_features(cache, m, self.meta)
+        f = np.log(np.maximum(select_features(allf, self.features, self.meta.family), 1.0))
         return np.concatenate([z[:, None], f], axis=1)
 
     def _fit(self, m: np.ndarray, y: np.ndarray) -> None:
@@ -101,6 +104,6 @@ class TransferPredictor(LatencyPredictor):
         self.scale = np.asarray(state["scale"], dtype=np.float64)
         self.coef = np.asarray(state["coef"], dtype=np.float64)
         self.intercept, self.alpha = float(state["intercept"]), float(state["alpha"])
-        n = 1 + (0 if self.features == "none" else len(feature_names(self.features)))
+        n = 1 + (0 if self.features == "none" else len(feature_names(self.features, self.meta.family)))
         if not len(self.center) == len(self.scale) == len(self.coef) == n:
             raise ValueError(f"expected {n} transfer coefficients")
