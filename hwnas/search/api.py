@@ -37,7 +37,6 @@ from hwnas.search.problem import TOP1, Batch, Problem, SearchOutcome, load_laten
 from hwnas.search.random_search import random_search
 from hwnas.search.verify import (DEFAULT_MARGIN, Measure, Verification, acceptance_rule, device_measure,
                                  verify_candidates)
-from hwnas.space import FLAT_COLUMNS, Arch
 
 __all__ = ["ALGORITHMS", "SearchResult", "run_search"]
 
@@ -48,7 +47,7 @@ DEFAULT_JOURNAL = "optuna.journal"
 _DEFAULT_TRIALS = {"optuna-nsga2": 5000, "optuna-tpe": 300}
 
 Progress = Callable[..., Any]  # progress(event, **fields); events: accuracy, search, verify
-AccuracyMeasure = Callable[[Sequence[Arch]], np.ndarray]  # archs -> measured top-1 (%)
+AccuracyMeasure = Callable[[Sequence[Any]], np.ndarray]  # archs (the run's family's) -> measured top-1 (%)
 ACCURACY_SPLIT = "test"
 
 
@@ -228,9 +227,10 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     verification = {"latency": {"rule": acceptance_rule(latency_margin), "margin": latency_margin,
                                 "measured": ver.n_measured, "accepted": len(ver.accepted)},
                     "accuracy": _accuracy_report(problem, table, top1_measured, chosen)} if verify else None
-    ids = [a.id for a in problem.space.from_matrix(table.m[chosen])] if chosen else []
-    chosen_rows = front.set_index("id").loc[ids].reset_index()
-    best = [_best_entry(row, devices, verify) for _, row in chosen_rows.iterrows()]
+    chosen_archs = problem.space.from_matrix(table.m[chosen]) if chosen else []
+    chosen_rows = front.set_index("id").loc[[a.id for a in chosen_archs]].reset_index()
+    best = [_best_entry(row, arch, devices, verify)
+            for (_, row), arch in zip(chosen_rows.iterrows(), chosen_archs)]
     doc = _report(problem, devices, budgets, settings, metrics, best, ver, outcome, accuracy, storage, pareto,
                   top_k, seed, verify, verification)
     paths = _write(run_dir, front, doc, _explored(problem, feasible, devices), devices, budgets,
@@ -303,17 +303,16 @@ def _frame(problem: Problem, table: Batch, on_front: np.ndarray, measured: dict[
            chosen: list[int], n_classes: int, top1_measured: dict[int, float]):
     """The pareto.csv table: front rows plus the other candidates that were measured or chosen;
     predicted and measured values side by side."""
-    import pandas as pd
-
-    from hwnas.supernet.stats import stats_frame
+    from hwnas.accuracy.features import params_macs
+    from hwnas.accuracy.table import values_frame
 
     rows = np.union1d(np.flatnonzero(on_front),
                       np.array(sorted(set(measured) | set(chosen) | set(top1_measured)), dtype=int))
     m = table.m[rows]
-    df = stats_frame(m, problem.space.width_mult, n_classes)
+    params, macs = params_macs(problem.space, m, n_classes)
     ids = [a.id for a in problem.space.from_matrix(m)]
     first, *others = problem.devices
-    out = pd.DataFrame(m, columns=list(FLAT_COLUMNS))
+    out = values_frame(problem.space, m)  # the family's flat columns, as values
     out["id"] = ids
     out["top1_pred"], out["top1_std"] = problem.top1_estimate(m)
     out["top1_objective"] = table.cols[TOP1][rows]
@@ -321,7 +320,7 @@ def _frame(problem: Problem, table: Batch, on_front: np.ndarray, measured: dict[
     out["ms_pred"] = table.cols[ms_key(first)][rows]
     for d in problem.devices:  # per-device columns too, so the file names its devices
         out[f"ms_pred:{d}"] = table.cols[ms_key(d)][rows]
-    out["macs"], out["params"] = df["macs"].to_numpy(), df["params"].to_numpy()
+    out["macs"], out["params"] = macs.astype(np.int64), params.astype(np.int64)
     out["measured_ms"] = [measured.get(int(i), {}).get(first, np.nan) for i in rows]
     for d in problem.devices:
         out[f"measured_ms:{d}"] = [measured.get(int(i), {}).get(d, np.nan) for i in rows]
@@ -337,9 +336,8 @@ def _frame(problem: Problem, table: Batch, on_front: np.ndarray, measured: dict[
     return out.sort_values(["ms_pred", "top1_pred"]).reset_index(drop=True)
 
 
-def _best_entry(row, devices: list[str], verify: bool) -> dict[str, Any]:
+def _best_entry(row, arch, devices: list[str], verify: bool) -> dict[str, Any]:
     first, *others = devices
-    arch = Arch.from_row([int(row[c]) for c in FLAT_COLUMNS])
     entry = {"id": row["id"], "arch": arch.to_ofa_dict(), "describe": arch.describe(),
              "top1_pred": float(row["top1_pred"]), "top1_std": _num(row["top1_std"]),
              "measured_top1": _num(row["measured_top1"]), "ms_pred": {first: float(row["ms_pred"])},

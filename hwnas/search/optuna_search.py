@@ -1,8 +1,9 @@
 """Search with Optuna's samplers: NSGA-II and multivariate multi-objective TPE.
 
-Each of the 46 flat columns is one categorical parameter, suggested in every trial, so the search
-space is fixed (samplers model all of it); slots past a stage's depth are ignored when the row is
-made canonical. Trials are asked in batches, the batch is scored with one call of each predictor,
+Each flat column of the space (46 for OFA-MobileNetV3; any family's `flat_columns`) is one
+categorical parameter over its `column_choices()` (the int-matrix codes), suggested in every trial,
+so the search space is fixed (samplers model all of it); genes a network does not use (slots past
+a stage's depth) are ignored when the row is made canonical. Trials are asked in batches, the batch is scored with one call of each predictor,
 and every trial is told its objective values after its constraints are set with
 `Trial.set_constraint` (Optuna 5 reads constraints from the trial for both samplers; the older
 `constraints_func` argument is deprecated there).
@@ -29,7 +30,6 @@ import numpy as np
 from hwnas.errors import InputError
 from hwnas.latency.base import single_thread
 from hwnas.search.problem import TOP1, Batch, Problem, SearchOutcome
-from hwnas.space import FLAT_COLUMNS, SearchSpace
 
 __all__ = ["SAMPLERS", "make_storage", "describe_storage", "optuna_search", "study_outcome",
            "run_worker"]
@@ -44,11 +44,18 @@ def _optuna():
     return optuna
 
 
-def _distributions(space: SearchSpace) -> dict[str, Any]:
+def _distributions(space) -> dict[str, Any]:
+    """One categorical distribution per flat column of `space` (any family), over its codes."""
     from optuna.distributions import CategoricalDistribution
 
-    choices = {"r": space.r_choices, "ks": space.ks_choices, "e": space.e_choices, "d": space.d_choices}
-    return {c: CategoricalDistribution(list(choices[c.split("_")[0]])) for c in FLAT_COLUMNS}
+    return {c: CategoricalDistribution([int(v) for v in choices])
+            for c, choices in zip(space.flat_columns, space.column_choices())}
+
+
+def _rows(space, trials) -> np.ndarray:
+    """The canonical int matrix of trials' parameters."""
+    cols = space.flat_columns
+    return space.canonical(np.array([[t.params[c] for c in cols] for t in trials], dtype=np.int32))
 
 
 def make_storage(spec: str | Path):
@@ -233,8 +240,7 @@ def run_worker(problem: Problem, storage: str | Path, study_name: str, kind: str
             while done < n_trials:
                 mirror.sync()
                 trials = [local.ask(dists) for _ in range(min(batch, n_trials - done))]
-                m = problem.space.canonical(np.array([[t.params[c] for c in FLAT_COLUMNS] for t in trials],
-                                                     dtype=np.int32))
+                m = _rows(problem.space, trials)
                 scored = problem.evaluate(m)
                 values = np.stack([scored.cols[o] for o in problem.objectives], axis=1)
                 finished = []
@@ -302,9 +308,8 @@ def study_outcome(problem: Problem, storage: str | Path, study_name: str) -> Bat
     study = optuna.load_study(study_name=study_name, storage=make_storage(storage))
     trials = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not trials:
-        return Batch.concat([])
-    m = problem.space.canonical(np.array([[t.params[c] for c in FLAT_COLUMNS] for t in trials],
-                                         dtype=np.int32))
+        return Batch.concat([], width=len(problem.space.flat_columns))
+    m = _rows(problem.space, trials)
     values = np.array([t.values for t in trials], dtype=np.float64)
     cols = {o: values[:, i] for i, o in enumerate(problem.objectives)}
     violation = np.zeros(len(trials))

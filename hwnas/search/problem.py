@@ -8,6 +8,11 @@ archs it scored, so algorithms can be compared at equal predictor calls.
 Additive cost models (lookup tables, linear analytic predictors, MACs, params) are replaced by an
 exact dense table (`hwnas.search.tabulate`) when the check passes; the table also gives the exact
 fastest subnet, which is what an impossible budget is reported against.
+
+Those tables are OFA-MobileNetV3's layout. For the other families (`hwnas.families`) a problem
+takes the generic vectorised path: every predictor is called on the whole int matrix of a batch
+(MACs and params from the family's exact vectorised `count_params_macs`), and `fast_paths()` says
+so (``"path": "generic"``), as search.json records.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import numpy as np
 from hwnas.errors import BudgetError, HwnasError, InputError
 from hwnas.search.operators import mutate, sample_graded, sample_mixed
 from hwnas.search.tabulate import (AdditiveTable, FastLatency, FusedTable, SlotIndex, SlotIndexer,
-                                   as_vector_table, tabulate, vectorised_latency)
+                                   as_vector_table, tabulable, tabulate, vectorised_latency)
 from hwnas.space import MAX_DEPTH, N_SLOTS, N_STAGES, SearchSpace
 
 __all__ = ["PredictorMissing", "Predictor", "Batch", "Problem", "SearchOutcome", "feasible_sample",
@@ -81,10 +86,11 @@ class Batch:
         return Batch(self.m[idx], {k: v[idx] for k, v in self.cols.items()}, self.violation[idx])
 
     @staticmethod
-    def concat(batches: Sequence[Batch]) -> Batch:
+    def concat(batches: Sequence[Batch], width: int = 46) -> Batch:
+        """One batch of `batches` (an empty one `width` columns wide when there are none)."""
         batches = [b for b in batches if len(b)]
         if not batches:
-            return Batch(np.zeros((0, 46), np.int32), {}, np.zeros(0))
+            return Batch(np.zeros((0, width), np.int32), {}, np.zeros(0))
         keys = set(batches[0].cols).intersection(*(b.cols for b in batches[1:]))
         return Batch(np.concatenate([b.m for b in batches]),
                      {k: np.concatenate([b.cols[k] for b in batches]) for k in sorted(keys)},
@@ -120,7 +126,7 @@ class Problem:
     pessimistic ``mean - k * sigma``: a search that maximises the mean is drawn to where the
     predictor errs high (the winner's curse), most of all where it extrapolates."""
 
-    space: SearchSpace
+    space: Any  # the run's space, any family (`SearchSpace` for OFA-MobileNetV3, else `FamilySpace`)
     accuracy: Predictor
     latency: Mapping[str, Predictor]
     budgets: Mapping[str, float]
@@ -171,7 +177,7 @@ class Problem:
         self._costs = {}
         self._fast = None
         for dev, pred in self.latency.items():
-            fast = self.use_tables and isinstance(pred, LatencyPredictor)
+            fast = self.use_tables and tabulable(self.space) and isinstance(pred, LatencyPredictor)
             cost = self._make_cost(vectorised_latency(pred, self.space) if fast else pred.predict)
             cost.vectorised = fast
             self._costs[ms_key(dev)] = cost
@@ -191,12 +197,17 @@ class Problem:
 
     # -- cost models ---------------------------------------------------------------------------
     def _stats(self, m: np.ndarray, what: str) -> np.ndarray:
-        from hwnas.supernet.stats import stats_frame
+        if tabulable(self.space):
+            from hwnas.supernet.stats import stats_frame
 
-        return stats_frame(np.asarray(m), self.space.width_mult, self.n_classes)[what].to_numpy(np.float64)
+            return stats_frame(np.asarray(m), self.space.width_mult, self.n_classes)[what].to_numpy(np.float64)
+        from hwnas.accuracy.features import params_macs
+
+        params, macs = params_macs(self.space, m, self.n_classes)
+        return macs if what == "macs" else params
 
     def _make_cost(self, fn: Callable[[np.ndarray], np.ndarray]) -> _Cost:
-        return _Cost(fn, tabulate(fn, self.space) if self.use_tables else None)
+        return _Cost(fn, tabulate(fn, self.space) if self.use_tables and tabulable(self.space) else None)
 
     def tabulated(self) -> dict[str, bool]:
         """Which cost columns run from an exact table (else the model is called directly)."""
@@ -255,7 +266,7 @@ class Problem:
 
     def _fast_path(self) -> "_FastPath | None":
         if self._fast is None:
-            self._fast = _FastPath.build(self) if self.use_tables else False
+            self._fast = _FastPath.build(self) if self.use_tables and tabulable(self.space) else False
         return self._fast or None
 
     def top1(self, m: np.ndarray, idx: SlotIndex | None = None) -> np.ndarray:
@@ -361,14 +372,12 @@ class Problem:
     def check_budgets(self) -> dict[str, float]:
         """Raise a one-line BudgetError when a budget is below the fastest subnet's latency;
         returns each device's fastest predicted latency."""
-        from hwnas.space import Arch
-
         fastest = {}
         for dev, budget in self.budgets.items():
             ms, row = self.fastest(dev)
             fastest[dev] = ms
             if ms > budget:
-                arch = Arch.from_row(row.tolist(), self.space.width_mult)
+                arch = self.space.from_matrix(np.asarray(row)[None])[0]
                 raise BudgetError(f"no subnet meets {budget:g} ms on '{dev}': the fastest one ({arch.id}, "
                                   f"{arch.describe()}) is predicted at {ms:.4g} ms; ask for at least "
                                   f"{ms:.4g} ms")
@@ -399,10 +408,14 @@ class Problem:
                 "bookkeeping_s": round(max(search_s - self.acc_s - self.cost_s, 0.0), 4)}
 
     def fast_paths(self) -> dict[str, Any]:
-        """How a search evaluates: one fused gather per batch (its width), each cost column's
-        path, and the accuracy features' ("gathered" from an exact table, or "model")."""
+        """How a search evaluates: "path" ("mbv3-tables": OFA-MobileNetV3's tabulated fast paths
+        apply; "generic": another family's, every predictor called on whole int matrices), one
+        fused gather per batch (its width), each cost column's path, and the accuracy features'
+        ("gathered" from an exact table, or "model")."""
         fast = self._fast_path()
-        return {"fused_gather": fast is not None, "fused_width": fast.table.width if fast else 0,
+        return {"family": self.space.family.name,
+                "path": "mbv3-tables" if tabulable(self.space) else "generic",
+                "fused_gather": fast is not None, "fused_width": fast.table.width if fast else 0,
                 "costs": self.cost_paths(),
                 "accuracy": ("ridge pair tables" if fast is not None and fast.ridge is not None
                              else "gathered features" if fast is not None and fast.acc_table is not None

@@ -13,6 +13,10 @@ Models that are not additive but start from additive counts (analytic log, hybri
 transfer latency predictors all start from the analytic features of `hwnas.latency.analytic`) get
 the next best thing, `vectorised_latency`: those features come from an exact `VectorTable` (bit
 for bit, they are integer counts) and only the model's own few vector ops run per batch.
+
+All of this is OFA-MobileNetV3's layout (20 slots of kernel x expand, 5 stage depths): for the
+other families (`hwnas.families`) `tabulate` and `tabulate_vector` return None, and a search calls
+their models on whole int matrices instead (the generic vectorised path of `hwnas.search.problem`).
 """
 
 from __future__ import annotations
@@ -26,9 +30,15 @@ import numpy as np
 from hwnas.search.operators import D, E, KS, sample_mixed, used_mask
 from hwnas.space import MAX_DEPTH, N_SLOTS, N_STAGES, SearchSpace
 
-__all__ = ["AdditiveTable", "tabulate", "VectorTable", "tabulate_vector", "feature_table", "vectorised_latency"]
+__all__ = ["AdditiveTable", "tabulate", "VectorTable", "tabulate_vector", "feature_table", "vectorised_latency",
+           "tabulable"]
 
 CostFn = Callable[[np.ndarray], np.ndarray]
+
+
+def tabulable(space) -> bool:
+    """True when the tables here apply to `space`: OFA-MobileNetV3's `SearchSpace`."""
+    return isinstance(space, SearchSpace)
 
 
 def _init_index(table) -> None:
@@ -120,7 +130,9 @@ def _probes(space: SearchSpace) -> np.ndarray:
 def tabulate(fn: CostFn, space: SearchSpace, *, n_check: int = 512, rtol: float = 1e-6,
              seed: int = 0) -> AdditiveTable | None:
     """An exact `AdditiveTable` of `fn` (cost of each row of an [n, 46] matrix) over `space`,
-    or None when `fn` is not additive per block."""
+    or None when `fn` is not additive per block (or `space` is another family's)."""
+    if not tabulable(space):
+        return None
     nk, ne = len(space.ks_choices), len(space.e_choices)
     n_block = N_SLOTS * nk * ne
     y = np.asarray(fn(_probes(space)), dtype=np.float64).reshape(len(space.r_choices), -1)
@@ -172,6 +184,8 @@ def tabulate_vector(fn: CostFn, space: SearchSpace, *, n_check: int = 512, seed:
     """An exact `VectorTable` of `fn` ([n, 46] rows -> float [n, F]), or None unless it reproduces
     `fn` bit for bit on random archs (so a model fed from it predicts exactly as before: true of
     integer-valued counts such as the analytic features, whose sums are exact in float64)."""
+    if not tabulable(space):
+        return None
     nk, ne = len(space.ks_choices), len(space.e_choices)
     n_block = N_SLOTS * nk * ne
     y = np.asarray(fn(_probes(space)), dtype=np.float64)

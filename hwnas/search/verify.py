@@ -26,13 +26,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hwnas.search.problem import Batch, Problem, ms_key
-from hwnas.space import Arch
 
 __all__ = ["Measure", "Verification", "verify_candidates", "device_measure", "acceptance_rule",
            "DEFAULT_MARGIN"]
 
-# (device, archs) -> measured ms, or (measured ms, relative standard errors)
-Measure = Callable[[str, Sequence[Arch]], "np.ndarray | tuple[np.ndarray, np.ndarray]"]
+# (device, archs of the run's family) -> measured ms, or (measured ms, relative standard errors)
+Measure = Callable[[str, Sequence[Any]], "np.ndarray | tuple[np.ndarray, np.ndarray]"]
 DEFAULT_MARGIN = 0.02
 
 
@@ -68,7 +67,7 @@ def device_measure(run, devices_file=None, protocol=None, progress: Callable[...
     what was measured, so re-verifying the same subnet is free."""
     from hwnas.latency.profiler import ProtocolSettings, measure_subnets
 
-    def measure(device: str, archs: Sequence[Arch]) -> np.ndarray:
+    def measure(device: str, archs: Sequence[Any]) -> np.ndarray:
         def cb(dev: str, done: int, total: int, key: str) -> None:
             if progress:
                 progress("verify", device=dev, done=done, total=total, key=key)

@@ -46,3 +46,31 @@ class SynthAccuracy:
         used = np.repeat(d, 4, axis=1) > np.tile(np.arange(4), 5)
         wide = ((m[:, 21:41] == 6) & used).sum(axis=1) / np.maximum(used.sum(axis=1), 1)
         return 60.0 + 25.0 * (1 - np.exp(-macs / 15.0)) + 4.0 * wide
+
+
+class FamilyMacsLatency:
+    """ms = a + b * MMACs of any family's int rows (its exact `count_params_macs`): a deterministic
+    stand-in latency predictor for searches on families hwnas latency models do not cover yet."""
+
+    def __init__(self, space, a: float = 0.2, per_mmac: float = 0.05):
+        self.space, self.a, self.per_mmac = space, a, per_mmac
+
+    def predict(self, archs) -> np.ndarray:
+        m = np.asarray(self.space.to_matrix(archs), dtype=np.int64)
+        macs = self.space.family.count_params_macs(m, self.space.width_mult, N_CLASSES)[1]
+        return self.a + self.per_mmac * np.asarray(macs, dtype=np.float64) / 1e6
+
+
+class FamilySynthAccuracy:
+    """Saturating in MACs plus a bonus for large active gene values: any family."""
+
+    def __init__(self, space):
+        self.space = space
+
+    def predict(self, archs) -> np.ndarray:
+        m = np.asarray(self.space.to_matrix(archs), dtype=np.int64)
+        macs = self.space.family.count_params_macs(m, self.space.width_mult, N_CLASSES)[1] / 1e6
+        x = self.space.encode(m, "ordinal")[:, :-1]
+        act = self.space.active_mask(m)
+        big = (x * act).sum(axis=1) / np.maximum(act.sum(axis=1), 1)
+        return 60.0 + 25.0 * (1 - np.exp(-macs / np.median(macs))) + 0.5 * big
