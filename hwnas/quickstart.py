@@ -81,7 +81,7 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
     stage(f"profile {s.samples} subnets on {s.device}",
           lambda: profile(run, [s.device], s.samples, references=s.references,
                           protocol=ProtocolSettings(seed=s.seed), progress=profile_progress))
-    predictor_path = run.run_dir / "predictors" / f"latency-{s.device}.json"
+    predictor_path = run.files.latency_predictor(s.device)
     report = stage("fit the latency predictor", lambda: fit_from_run(
         run.run_dir, s.device, width_mult=run.space.width_mult, n_classes=run.n_classes,
         seed=s.seed)[1] if not predictor_path.exists() else {"path": str(predictor_path), "reused": True})

@@ -20,9 +20,84 @@ from hwnas.families import DEFAULT_FAMILY, Family, get_family
 if TYPE_CHECKING:
     from hwnas.supernet.data import DataConfig
 
-__all__ = ["RunConfig", "open_run", "run_lock"]
+__all__ = ["RunFiles", "RunConfig", "open_run", "run_lock"]
 
 CONFIG = "config.yaml"
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """Where every file of a run directory lives: the one place their names are spelled.
+
+    Paths only (nothing is read), so readers of half-made or broken runs (the dashboard) use it
+    too; `RunConfig.files` is the same for an opened run."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def config(self) -> Path:
+        return self.root / CONFIG
+
+    @property
+    def measurements(self) -> Path:  # written by hwnas.latency.store
+        return self.root / "measurements.parquet"
+
+    @property
+    def accuracy(self) -> Path:  # the accuracy table (hwnas.accuracy.table)
+        return self.root / "accuracy.csv"
+
+    @property
+    def accuracy_test(self) -> Path:  # measured top-1 of verified subnets on the test split
+        return self.root / "accuracy-test.csv"
+
+    # one search's outputs, written as one unit (hwnas.search.api)
+    @property
+    def pareto(self) -> Path:
+        return self.root / "pareto.csv"
+
+    @property
+    def search(self) -> Path:
+        return self.root / "search.json"
+
+    @property
+    def explored(self) -> Path:
+        return self.root / "explored.csv"
+
+    @property
+    def pareto_png(self) -> Path:
+        return self.root / "pareto.png"
+
+    @property
+    def predictors(self) -> Path:
+        return self.root / "predictors"
+
+    def latency_predictor(self, device: str) -> Path:
+        return self.predictors / f"latency-{device}.json"
+
+    @property
+    def accuracy_predictor(self) -> Path:
+        return self.predictors / "accuracy.json"
+
+    @property
+    def exports(self) -> Path:
+        return self.root / "exports"
+
+    def bundle(self, arch_id: str, device: str) -> Path:
+        """Default folder of a subnet's bundle for a device."""
+        return self.exports / f"{arch_id}-{device}"
+
+    def lock(self, name: str):
+        """The inter-process lock writers of `<root>/<name>` take (a context manager)."""
+        return file_lock(self.root / ".locks" / f"{name}.lock")
+
+    def mtimes(self) -> tuple[float, ...]:
+        """A cache key that changes whenever any run file changes."""
+        paths = [self.config, self.measurements, self.accuracy, self.pareto, self.search]
+        paths += sorted(self.predictors.glob("*.json")) + sorted(self.exports.glob("*/model.json"))
+        return tuple(p.stat().st_mtime if p.exists() else 0.0 for p in paths)
 
 
 @dataclass(frozen=True)
@@ -37,6 +112,10 @@ class RunConfig:
     @property
     def family(self) -> Family:
         return self.space.family
+
+    @property
+    def files(self) -> RunFiles:
+        return RunFiles(self.run_dir)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"supernet": self.supernet or "shipped", "family": self.family.name,
@@ -86,7 +165,7 @@ def open_run(run_dir: str | Path, supernet: str | Path | None = None, create: bo
                 raise ConfigError(f"run {run_dir} evaluates on {cfg.data.get('name')}:"
                                   f"{cfg.data.get('root', '')}; use another --run directory for "
                                   "another dataset")
-            with file_lock(run_dir / ".locks" / f"{CONFIG}.lock"):
+            with RunFiles(run_dir).lock(CONFIG):
                 cfg = replace(cfg, data=_data_dict(data))
                 atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
         return cfg
@@ -116,4 +195,4 @@ def _checked_data(raw: Any, path: Path) -> dict[str, Any] | None:
 
 def run_lock(run_dir: str | Path, name: str):
     """The inter-process lock that writers of `<run_dir>/<name>` take (a context manager)."""
-    return file_lock(Path(run_dir) / ".locks" / f"{name}.lock")
+    return RunFiles(Path(run_dir)).lock(name)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import functools
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from hwnas.run import RunFiles
 from hwnas.space import N_STAGES, Arch
 
 __all__ = ["RunFiles", "run_status", "load_pareto", "load_measurements", "load_accuracy",
@@ -24,51 +24,12 @@ __all__ = ["RunFiles", "run_status", "load_pareto", "load_measurements", "load_a
            "arch_grid", "find_runs"]
 
 
-@dataclass(frozen=True)
-class RunFiles:
-    root: Path
-
-    @property
-    def config(self) -> Path:
-        return self.root / "config.yaml"
-
-    @property
-    def measurements(self) -> Path:
-        return self.root / "measurements.parquet"
-
-    @property
-    def accuracy(self) -> Path:
-        return self.root / "accuracy.csv"
-
-    @property
-    def pareto(self) -> Path:
-        return self.root / "pareto.csv"
-
-    @property
-    def search(self) -> Path:
-        return self.root / "search.json"
-
-    @property
-    def predictors(self) -> Path:
-        return self.root / "predictors"
-
-    @property
-    def exports(self) -> Path:
-        return self.root / "exports"
-
-    def mtimes(self) -> tuple[float, ...]:
-        """A cache key that changes whenever any run file changes."""
-        paths = [self.config, self.measurements, self.accuracy, self.pareto, self.search]
-        paths += sorted(self.predictors.glob("*.json")) + sorted(self.exports.glob("*/model.json"))
-        return tuple(p.stat().st_mtime if p.exists() else 0.0 for p in paths)
-
-
 def find_runs(path: Path) -> list[Path]:
     """`path` itself when it is a run, else the runs directly inside it."""
     path = Path(path)
-    if (path / "config.yaml").exists():
+    if RunFiles(path).config.exists():
         return [path]
-    return sorted(p for p in path.glob("*") if (p / "config.yaml").exists()) if path.is_dir() else []
+    return sorted(p for p in path.glob("*") if RunFiles(p).config.exists()) if path.is_dir() else []
 
 
 def run_status(files: RunFiles) -> list[dict[str, str]]:
@@ -169,7 +130,7 @@ def load_train_log(path: Path | None) -> pd.DataFrame:
 
 def latency_pairs(files: RunFiles, device: str) -> pd.DataFrame:
     """Measured vs. predicted latency of the device's measured subnets (needs its predictor)."""
-    path = files.predictors / f"latency-{device}.json"
+    path = files.latency_predictor(device)
     df = load_measurements(files)
     if df.empty or not path.exists():
         return pd.DataFrame()
@@ -256,7 +217,7 @@ def accuracy_error(files: RunFiles, search: dict[str, Any] | None = None) -> dic
     kind = ((search or {}).get("accuracy_predictor") or {}).get("kind")
     if not metrics:
         try:
-            doc = json.loads((files.predictors / "accuracy.json").read_text())
+            doc = json.loads(files.accuracy_predictor.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             return None
         metrics = (doc.get("meta") or {}).get("metrics")
@@ -312,7 +273,7 @@ def explored_points(files: RunFiles, device: str, n: int = 2000, seed: int = 0) 
     top-1 and `device` latency), at most `n`; for a run searched before that file existed, or on a
     device it did not search, a random sample of the space scored by the run's predictors. Empty
     when a predictor is missing."""
-    path = files.root / "explored.csv"
+    path = files.explored
     if path.exists():
         try:
             df = pd.read_csv(path)
@@ -502,7 +463,7 @@ def pair_metrics(pairs: pd.DataFrame) -> pd.DataFrame:
 def latency_quality(files: RunFiles, device: str) -> dict[str, Any]:
     """Measured vs predicted latency split into training and held-out points, their metrics, and
     the fit's own cross-validation (out-of-fold) metrics."""
-    path = files.predictors / f"latency-{device}.json"
+    path = files.latency_predictor(device)
     pairs = latency_pairs(files, device)
     if pairs.empty:
         return {"pairs": pairs}
@@ -565,7 +526,7 @@ def front_on(files: RunFiles, device: str) -> pd.DataFrame:
         try:
             from hwnas.latency import load_predictor
 
-            pred = load_predictor(files.predictors / f"latency-{device}.json")
+            pred = load_predictor(files.latency_predictor(device))
             df["ms"] = np.asarray(pred.predict(arch_codes(files, df)), float)
         except Exception:
             return pd.DataFrame()

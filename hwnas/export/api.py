@@ -59,7 +59,9 @@ _ONNX_CHECK = "onnx (onnxruntime cpu)"  # the extra check of model.onnx beside t
 
 
 def default_bundle_dir(run_dir: str | Path, arch_id: str, device: str) -> Path:
-    return Path(run_dir) / "exports" / f"{arch_id}-{device}"
+    from hwnas.run import RunFiles
+
+    return RunFiles(Path(run_dir)).bundle(arch_id, device)
 
 
 def export_subnet(run_dir: str | Path, arch_or_id: Arch | GeneArch | str, device: str,
@@ -97,7 +99,7 @@ def export_pareto(run_dir: str | Path, device: str, out_root: str | Path | None 
                    protocol, progress) as ex:
         members = pareto_members(ex.run, ex.device.name)
         ex.total = _STEPS * len(members)
-        root = Path(out_root) if out_root else ex.run.run_dir / "exports"
+        root = Path(out_root) if out_root else ex.run.files.exports
         results = [ex.export(c, root / f"{c.arch.id}-{ex.device.name}") for c in members]
     failed = [r for r in results if not r.passed]
     if failed:
