@@ -112,3 +112,21 @@ def test_old_predictor_files_without_a_family_are_mbv3(small_space, tmp_path):
     pred = load_predictor_file(path)
     assert pred.space == small_space
     np.testing.assert_allclose(pred.predict(m), make_accuracy_predictor("ridge", small_space, 10).fit(m, y).predict(m))
+
+
+def test_cli_build_on_a_family_run(family_supernet, tmp_path):
+    import subprocess
+    import sys
+
+    from hwnas.run import open_run
+
+    run = open_run(tmp_path / "run", supernet=family_supernet("ofa-proxyless"))
+    out = subprocess.run([sys.executable, "-m", "hwnas", "accuracy", "build", "--run", str(run.run_dir),
+                          "--samples", "2", "--bn-images", "16"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "2 subnets" in " ".join(out.stderr.split())
+    csv = pd.read_csv(run.run_dir / ACCURACY_TABLE)
+    assert list(csv.columns[:49]) == list(run.space.flat_columns) and len(csv) == 2
+    bad = subprocess.run([sys.executable, "-m", "hwnas", "accuracy", "fit", "--run", str(run.run_dir)],
+                         capture_output=True, text=True)  # 2 rows: too few, one line
+    assert bad.returncode == 2 and "at least 20" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

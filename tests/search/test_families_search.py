@@ -166,3 +166,18 @@ def test_verification_measures_top1_and_latency_for_real(family_run, monkeypatch
     assert res.best[0]["id"] in set(test["id"]) and len(test) == 2
     doc = json.loads((run.run_dir / "search.json").read_text())
     assert doc["acceptance"]["accuracy"]["evaluated"] == 2
+
+
+def test_cli_search_prints_the_family_archs(family_run):
+    from typer.testing import CliRunner
+
+    from hwnas.cli import app
+
+    run = family_run
+    out = CliRunner().invoke(app, ["search", "--run", str(run.run_dir), "--device", DEV, "--latency-ms",
+                                   str(run.budget), "--algo", "nsga2", "--population", "20", "--generations",
+                                   "5", "--top-k", "2", "--no-verify", "--no-plot"])
+    assert out.exit_code == 0, out.output
+    assert run.family in out.output and "pareto_csv" in out.output
+    csv, _ = _pareto(run)
+    assert csv["selected"].sum() == 2
