@@ -227,3 +227,33 @@ def test_an_unwritable_anchor_book_is_one_line(tmp_path, tiny_supernet):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot write the anchor book" in lines[0] and "HWNAS_STATE_DIR" in lines[0]
+
+
+def test_a_resnet50_run_profiles_fits_and_predicts_from_the_cli(tmp_path):
+    """Issue 16: profile and latency fit/predict on another family's run (its own columns)."""
+    import torch
+
+    from hwnas.families import get_family
+    from hwnas.supernet.checkpoint import save_checkpoint
+
+    fam = get_family("ofa-resnet50")
+    space = fam.space_from_dict({"r": [32, 36, 40]})
+    torch.manual_seed(0)
+    stem = tmp_path / "supernet"
+    save_checkpoint(stem, fam.supernet_for(space, 10), {"family": fam.name, "space": space.to_dict(),
+                    "n_classes": 10, "dataset": "mnist-embedded",
+                    "class_names": [str(i) for i in range(10)]}, rng=False)
+    run = tmp_path / "run"
+    got = hwnas("profile", "--run", str(run), "--supernet", str(stem), "--device", "cpu-ort",
+                "--samples", "5", *FAST)
+    assert got.returncode == 0, got.stderr
+    df = read_measurements(run, device="cpu-ort", kind="subnet")
+    assert len(df) == 5 and "w_5" in df.columns and "ks_0" not in df.columns
+    got = hwnas("latency", "fit", "--run", str(run), "--device", "cpu-ort")
+    assert got.returncode == 0, got.stderr
+    table, out = tmp_path / "subnets.csv", tmp_path / "predicted.csv"
+    df.to_csv(table, index=False)
+    got = hwnas("latency", "predict", "--predictor", str(run / "predictors" / "latency-cpu-ort.json"),
+                "--table", str(table), "--out", str(out))
+    assert got.returncode == 0, got.stderr
+    assert (pd.read_csv(out)["predicted_ms"] > 0).all()

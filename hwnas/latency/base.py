@@ -1,7 +1,8 @@
 """`LatencyPredictor`: the small base every latency predictor implements, and its file format.
 
 A predictor maps subnets to milliseconds on one device: ``fit(archs, ms)``, ``predict(archs)``
-(vectorised: a list of `Arch` or the [n, 46] int matrix of `SearchSpace.to_matrix`), ``save`` and
+(vectorised: a list of `Arch` or the [n, 46] int matrix of `SearchSpace.to_matrix`; for another
+family, named in ``meta.family``, its `GeneArch` or its flat int matrix), ``save`` and
 `load_predictor`. Subclasses implement `_fit`/`_predict` on int64 matrices and `_state`/`_from_state`.
 
 File format (never pickle): ``PRED.json`` holds the kind, hyperparameters, metadata and every
@@ -199,7 +200,8 @@ class LatencyPredictor(ABC):
 
     @abstractmethod
     def _fit(self, m: np.ndarray, y: np.ndarray) -> None:
-        """Fit on flat rows `m` (int64 [n, 46]) and positive latencies `y`."""
+        """Fit on flat rows `m` (int64 [n, 46]; another family's: its canonical flat rows) and
+        positive latencies `y`."""
 
     @abstractmethod
     def _predict(self, m: np.ndarray) -> np.ndarray:
