@@ -154,3 +154,18 @@ def test_blocks_profile_makes_a_lookup_table(family, family_run):
     other = full.max_arch(r=32) if family == "ofa-proxyless" else full.min_arch(r=32)
     with pytest.raises(Exception, match="no entry for"):
         entries_lut.predict([other])
+
+
+def test_the_mbv3_cost_layout_agrees_with_its_fast_path():
+    """OFA-MobileNetV3's `cost_layout` wraps the per-slot layout its predictors gather (`SlotGather`):
+    the generic gather over it gives the same costs and the same lookup-table entries."""
+    from hwnas.latency.layout import analytic_gather, entry_keys, family_entry_keys
+    from hwnas.space import SearchSpace
+
+    space = SearchSpace.from_dict({"r": "128:224:16"})
+    m = space.sample_matrix(300, 5).astype(np.int64)
+    for width in (1.0, 1.2):
+        layout = get_family("ofa-mbv3").cost_layout(width, 10)
+        generic = PartGather(layout, layout.cost, 8).total(m)
+        assert np.array_equal(generic, analytic_gather(width, 10).total(m))
+        assert family_entry_keys("ofa-mbv3", m, width, 10).equals(entry_keys(m, width))
