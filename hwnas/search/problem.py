@@ -147,6 +147,7 @@ class Problem:
     _costs: dict[str, _Cost] = field(default_factory=dict, repr=False)
     _top1: dict[bytes, float] = field(default_factory=dict, repr=False)
     _fast: Any = field(default=None, repr=False)
+    _last_stats: Any = field(default=None, repr=False)  # (rows' bytes, params, MACs): generic path
 
     def __post_init__(self) -> None:
         if not self.latency:
@@ -189,7 +190,7 @@ class Problem:
     # worker processes get the problem by pickling (in memory, never on disk): the tables hold
     # closures, so they are rebuilt there rather than sent
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_costs": {}, "_fast": None}
+        return {**self.__dict__, "_costs": {}, "_fast": None, "_last_stats": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -203,8 +204,11 @@ class Problem:
             return stats_frame(np.asarray(m), self.space.width_mult, self.n_classes)[what].to_numpy(np.float64)
         from hwnas.accuracy.features import params_macs
 
-        params, macs = params_macs(self.space, m, self.n_classes)
-        return macs if what == "macs" else params
+        m = np.ascontiguousarray(m, dtype=np.int64)
+        key = m.tobytes()  # MACs and params of one batch come from one count
+        if self._last_stats is None or self._last_stats[0] != key:
+            self._last_stats = (key, *params_macs(self.space, m, self.n_classes))
+        return self._last_stats[2] if what == "macs" else self._last_stats[1]
 
     def _make_cost(self, fn: Callable[[np.ndarray], np.ndarray]) -> _Cost:
         return _Cost(fn, tabulate(fn, self.space) if self.use_tables and tabulable(self.space) else None)
