@@ -23,32 +23,24 @@ DEV = "cpu-ort"
 SMALL = {"population": 30, "generations": 10}
 
 
-def _latency_predictor(run, m: np.ndarray, monkeypatch):
-    """An hwnas latency predictor fitted to ms = a + b * MMACs and saved where search looks, when
-    hwnas.latency fits this family; else the same function as a stand-in, handed to the search in
-    place of the run's (deterministic: the test knows the true latency either way)."""
-    import hwnas.search.api as search_api
+def _latency_predictor(run, m: np.ndarray):
+    """The run's latency predictor for DEV: hwnas's analytic model of the family fitted to
+    ms = a + b * MMACs, saved where search looks and loaded back as search loads it."""
     from search_stubs import FamilyMacsLatency
 
-    truth = FamilyMacsLatency(run.space)
-    try:
-        from hwnas.latency import AnalyticPredictor, load_predictor
+    from hwnas.latency import AnalyticPredictor
+    from hwnas.search.problem import load_latency_predictor
 
-        pred = AnalyticPredictor(features="stage", n_classes=10).fit(m, truth.predict(m))
-        path = latency_predictor_path(run.run_dir, DEV)
-        pred.save(path)
-        pred = load_predictor(path)
-        np.testing.assert_allclose(pred.predict(m), truth.predict(m), rtol=0.05)
-        return pred
-    except Exception:  # hwnas.latency does not fit this family yet: the stand-in
-        monkeypatch.setattr(search_api, "load_latency_predictor", lambda run_dir, device, width=None: truth)
-        return truth
+    pred = AnalyticPredictor("compact", width_mult=run.space.width_mult, n_classes=10, family=run.family.name)
+    pred.fit(m, FamilyMacsLatency(run.space).predict(m)).save(latency_predictor_path(run.run_dir, DEV))
+    return load_latency_predictor(run.run_dir, DEV, run.space.width_mult)
 
 
 @pytest.fixture(params=FAMILIES)
 def family_run(request, family_supernet, tmp_path, monkeypatch):
     """A run on a tiny supernet of the family, with a ridge accuracy predictor fitted to a synthetic
-    accuracy and a MACs-proportional latency predictor; measured top-1 is the synthetic accuracy."""
+    accuracy and an analytic latency predictor fitted to MACs-proportional latencies, both saved in
+    the run; measured top-1 is the synthetic accuracy."""
     from search_stubs import FamilySynthAccuracy
 
     import hwnas.search.api as search_api
@@ -57,7 +49,7 @@ def family_run(request, family_supernet, tmp_path, monkeypatch):
     cfg = open_run(tmp_path / "run", supernet=family_supernet(request.param))
     m = accuracy_sample(cfg.space, 200, seed=0)
     truth = FamilySynthAccuracy(cfg.space)
-    lat = _latency_predictor(cfg, m, monkeypatch)
+    lat = _latency_predictor(cfg, m)
     acc = make_accuracy_predictor("ridge", cfg.space, 10, features="full").fit(m, truth.predict(m))
     acc.save(cfg.run_dir / ACCURACY_PREDICTOR)
     measured_top1 = []
