@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from hwnas.latency.api import read_latency_table
-from hwnas.latency.simulate import simulate_latency
+from gpu_simulator import simulate_latency
 from hwnas.space import SearchSpace
 
 DATA = Path(__file__).parent / "data"

@@ -1,4 +1,5 @@
-"""A synthetic GPU (eager-PyTorch-like) latency model, for tests and benchmarks only.
+"""A synthetic GPU (eager-PyTorch-like) latency model, for tests and benchmarks only (not part of
+the package).
 
 Real GPU latencies of small CNNs are not a linear function of MACs: at batch 1 every kernel launch
 costs a few microseconds whatever its size, so depth dominates; at large batch, depthwise
