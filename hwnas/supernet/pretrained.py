@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from hwnas.errors import CheckpointError
-from hwnas.supernet.checkpoint import checkpoint_exists, load_checkpoint, load_checkpoint_meta, save_checkpoint
+from hwnas.supernet.checkpoint import load_checkpoint, load_checkpoint_meta, save_checkpoint
 from hwnas.supernet.data import DataConfig, DatasetName
 
 __all__ = ["SHIPPED_NAME", "shipped_checkpoint", "load_supernet", "data_config_of", "ship_checkpoint"]
@@ -68,6 +68,3 @@ def ship_checkpoint(run_stem: str | Path, dest_stem: str | Path | None = None) -
                                  "step", "epoch", "extra") if k in meta}
     return save_checkpoint(dest, model, keep, rng=False, dtype="float16")
 
-
-def has_shipped() -> bool:
-    return checkpoint_exists(shipped_checkpoint())
