@@ -32,7 +32,6 @@ import pandas as pd
 from hwnas.fileio import atomic_write_json
 from hwnas.latency import LookupTablePredictor, TransferPredictor, fit_best
 from hwnas.latency.api import read_latency_table
-from hwnas.latency.base import to_jsonable
 from hwnas.latency.metrics import summary
 from hwnas.space import SearchSpace
 from hwnas.supernet.stats import stats_frame
@@ -205,7 +204,7 @@ def main() -> None:
     import onnxruntime
     import torch
 
-    atomic_write_json(args.out, to_jsonable({
+    atomic_write_json(args.out, ({
         "command": " ".join(["python"] + [Path(sys.argv[0]).as_posix()] + sys.argv[1:]),
         "seconds": round(time.time() - t0, 1), "machine": platform.node(), "cpu": platform.processor(),
         "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,

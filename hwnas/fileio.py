@@ -78,8 +78,27 @@ def atomic_write_text(target: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(target, text.encode("utf-8"))
 
 
+def json_safe(obj: Any) -> Any:
+    """`obj` as plain JSON: numpy scalars and arrays to Python, non-finite floats to None (JSON
+    has no NaN), paths to strings, dict keys to strings. The one sanitiser of every JSON hwnas
+    writes (`atomic_write_json` applies it)."""
+    import math
+
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if hasattr(obj, "tolist") and hasattr(obj, "dtype"):  # numpy arrays and scalars
+        return json_safe(obj.tolist())
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    return obj
+
+
 def atomic_write_json(target: str | os.PathLike[str], obj: Any) -> None:
-    atomic_write_text(target, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    atomic_write_text(target, json.dumps(json_safe(obj), indent=2, sort_keys=False) + "\n")
 
 
 def read_npz(npz: str | os.PathLike[str], owner: str | os.PathLike[str]) -> dict[str, Any]:

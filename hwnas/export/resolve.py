@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hwnas.errors import InputError
+from hwnas.fileio import json_safe
 from hwnas.families.base import GeneArch
 from hwnas.run import RunConfig
 from hwnas.space import Arch
@@ -51,14 +52,6 @@ class Candidate:
         return self._first(_PRED_TOP1) if self.source == PARETO else None
 
 
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "item"):  # numpy scalars
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def _table(run: RunConfig, name: str, device: str | None) -> list[Candidate] | None:
     """Candidates of a CSV in the run (None when the file does not exist)."""
     from hwnas.families.tables import read_arch_frame
@@ -72,7 +65,7 @@ def _table(run: RunConfig, name: str, device: str | None) -> list[Candidate] | N
         archs, df = [a for a, k in zip(archs, keep) if k], df[keep]
     extra = [c for c in df.columns if c not in run.space.flat_columns]
     rows = df[extra].to_dict(orient="records")
-    return [Candidate(a, name, {k: _jsonable(v) for k, v in r.items()})
+    return [Candidate(a, name, json_safe(r))
             for a, r in zip(archs, rows)]
 
 

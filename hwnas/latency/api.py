@@ -206,9 +206,8 @@ def evaluate_predictor(table_csv: str | Path, target_column: str, *,
     report["learning_curve"] = curve
     report["kind"] = kind or "fit_best"
     if out_json is not None:
-        from hwnas.latency.base import to_jsonable
 
-        atomic_write_json(out_json, to_jsonable(report))
+        atomic_write_json(out_json, report)
     return report
 
 

@@ -34,7 +34,7 @@ from hwnas.fileio import read_npz
 from hwnas.space import Arch
 
 __all__ = ["LatencyPredictor", "PredictorMeta", "ArchLike", "register", "predictor_class",
-           "predictor_kinds", "load_predictor", "to_jsonable", "family_matrix", "FORMAT", "VERSION"]
+           "predictor_kinds", "load_predictor", "family_matrix", "FORMAT", "VERSION"]
 
 FORMAT = "hwnas-latency-predictor"
 VERSION = 1
@@ -267,7 +267,7 @@ class LatencyPredictor(ABC):
             doc["arrays"] = npz.name
         else:
             doc["arrays"] = None
-        atomic_write_json(path, to_jsonable(doc))
+        atomic_write_json(path, doc)
         return path
 
     @classmethod
@@ -348,20 +348,3 @@ def load_predictor(path: str | Path) -> LatencyPredictor:
         raise CheckpointError(f"{path} is a damaged '{doc.get('kind')}' predictor "
                               f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
                               "refit it") from None
-
-
-def to_jsonable(obj: Any) -> Any:
-    """numpy scalars/arrays -> Python; non-finite floats -> None (JSON has no NaN)."""
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        v = float(obj)
-        return v if math.isfinite(v) else None
-    return obj
-

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hwnas.errors import BudgetError, InputError
-from hwnas.fileio import atomic_path
+from hwnas.fileio import atomic_path, json_safe
 from hwnas.run import run_lock
 from hwnas.accuracy import ensure_accuracy_predictor, measured_accuracy, regression_metrics
 from hwnas.search.evolution import EvolutionSettings, evolution_search
@@ -355,23 +355,6 @@ def _num(v: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _plain(obj: Any) -> Any:
-    """JSON-safe: numpy scalars to Python, non-finite floats to None, paths to strings."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, (np.bool_, bool)):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
 def _versions() -> dict[str, str]:
     import optuna
 
@@ -451,5 +434,5 @@ def _write(run_dir: Path, front, doc: dict[str, Any], sample: dict[str, np.ndarr
         else:
             (run_dir / PARETO_PNG).unlink(missing_ok=True)
         doc = {"search_id": search_id, **doc, "files": {k: p.name for k, p in paths.items()}}
-        tmp["search_json"].write_text(json.dumps(_plain(doc), indent=2))
+        tmp["search_json"].write_text(json.dumps(json_safe(doc), indent=2))
     return paths
