@@ -857,17 +857,22 @@ def export_cmd(
                                                 "recalibration (default: the accuracy table's 1000 images)."),
     verify_images: int = typer.Option(64, "--verify-images", help="Test images the exported model is checked on."),
     measure: bool = typer.Option(True, "--measure/--no-measure", help="Measure the latency on the device."),
+    max_int8_drop: float = typer.Option(1.0, "--max-int8-drop", help="INT8 devices: the most test top-1 "
+                                        "points the quantized model may lose against the fp32 subnet "
+                                        "before the bundle is marked failed."),
 ) -> None:
     """Export subnets as verified deploy bundles, compiled by the device's own backend."""
     from rich.markup import escape
 
     from hwnas.export import export_pareto, export_subnet, read_meta
+    from hwnas.export.api import check_max_int8_drop
     from hwnas.progress import make_progress
 
     if (subnet is None) == (not pareto):
         raise InputError("give exactly one of --subnet ID or --pareto")
+    check_max_int8_drop(max_int8_drop)
     kw = dict(devices_file=devices_file, calib_batches=calib_batches, verify_images=verify_images,
-              measure=measure)
+              measure=measure, max_int8_drop=max_int8_drop)
     with make_progress(err_console) as bar:
         task = bar.add_task(f"export {device}", total=None, info="")
 
@@ -880,8 +885,10 @@ def export_cmd(
     for path in paths:
         meta = read_meta(path)
         ms = (meta["latency"].get("measured") or {}).get("corrected_ms")
-        table.add_row(escape(str(path)), escape(meta["status"]), f"{meta['accuracy']['top1']:.2f}",
-                      "-" if ms is None else f"{ms:.3f}")
+        top1, int8 = f"{meta['accuracy']['top1']:.2f}", meta["accuracy"].get("int8") or {}
+        if int8.get("top1_int8") is not None:
+            top1 = f"{int8['top1_int8']:.2f} int8 ({top1} fp32)"
+        table.add_row(escape(str(path)), escape(meta["status"]), top1, "-" if ms is None else f"{ms:.3f}")
         if meta["status"].startswith("onnx-only"):
             err_console.print(f"[yellow]notice:[/] {path.name}: no engine built here ({escape(meta['status'])}); "
                               f"build it on the target: sh {path}/build.sh  or  python3 {path}/build_engine.py",

@@ -14,6 +14,13 @@ reference subnet, and publish ``<run>/exports/<id>-<device>/``:
     build.sh, build_engine.py, calib.npy                          TensorRT devices: build kit
     verify.json, model.json, SHA256SUMS
 
+INT8 devices (precision "int8") also run the compiled, quantized artifact over the whole test
+split, on the same resized images as the PyTorch subnet beside it: verify.json's ``int8`` block (and
+model.json's ``accuracy.int8``) holds both top-1s, the drop in points, their top-1 agreement, the
+measured latency and the share of layers the runtime runs in int8 (`int8_share`, plus `qdq_pairs`
+and `fp32_ops` where the runtime says). A drop above `max_int8_drop` (default 1.0 point) fails the
+bundle.
+
 TensorRT engines are tied to the GPU that builds them, so a TensorRT device that is not usable
 here still gets a bundle: the ONNX (checked with ONNX Runtime), the build kit and status
 "onnx-only: <reason>". Every other device must be usable here, since export verifies on it.
@@ -47,7 +54,8 @@ if TYPE_CHECKING:
     from hwnas.families.base import GeneArch
     from hwnas.space import Arch
 
-__all__ = ["export_subnet", "export_pareto", "default_bundle_dir", "ProgressFn"]
+__all__ = ["export_subnet", "export_pareto", "default_bundle_dir", "ProgressFn", "MAX_INT8_DROP",
+           "check_max_int8_drop", "int8_accuracy"]
 
 ProgressFn = Callable[[int, int, str], Any]  # progress(done, total, message)
 WEIGHTS = "weights.safetensors"
@@ -56,6 +64,11 @@ _STEPS = 6  # recalibrate, evaluate, compile, verify, measure, write
 _TRT_MAX_BATCH = 8
 _TRT_CALIB_IMAGES = 128
 _ONNX_CHECK = "onnx (onnxruntime cpu)"  # the extra check of model.onnx beside the device artifact
+_INT8_CHECK = "int8 accuracy"
+MAX_INT8_DROP = 1.0  # points of test top-1 an INT8 bundle may lose against its fp32 subnet
+#: artifact metadata on what runs in int8, copied into the int8 report where the runtime gives it
+_INT8_META = ("int8_share", "int8_layers", "layers", "int8_share_source", "qdq_pairs", "fp32_ops",
+              "calibration", "calibration_images", "quantizer")
 
 
 def default_bundle_dir(run_dir: str | Path, arch_id: str, device: str) -> Path:
@@ -68,16 +81,18 @@ def export_subnet(run_dir: str | Path, arch_or_id: Arch | GeneArch | str, device
                   out_dir: str | Path | None = None, devices_file: str | Path | None = None,
                   calib_batches: int | None = None, progress: ProgressFn | None = None, *,
                   verify_images: int = 64, measure: bool = True,
-                  protocol: ProtocolSettings | None = None) -> Path:
+                  protocol: ProtocolSettings | None = None,
+                  max_int8_drop: float = MAX_INT8_DROP) -> Path:
     """Export one subnet (an arch, OFA JSON, or an id from the run's tables) for `device`.
 
     Returns the bundle folder. Raises VerificationError after publishing a bundle that failed
     verification (marked failed), DeviceError for an unknown or unusable device, InputError for
     an unknown id. `calib_batches`: BN recalibration batches (default: the accuracy table's
-    1000 images).
+    1000 images). `max_int8_drop`: INT8 devices only, the largest test top-1 drop (points) of
+    the quantized artifact below the fp32 subnet that still passes.
     """
     with _Exporter(run_dir, device, devices_file, calib_batches, verify_images, measure,
-                   protocol, progress) as ex:
+                   protocol, progress, max_int8_drop) as ex:
         cand = resolve_subnet(ex.run, arch_or_id, ex.device.name)
         ex.total = _STEPS
         result = ex.export(cand, Path(out_dir) if out_dir else
@@ -91,12 +106,13 @@ def export_subnet(run_dir: str | Path, arch_or_id: Arch | GeneArch | str, device
 def export_pareto(run_dir: str | Path, device: str, out_root: str | Path | None = None,
                   devices_file: str | Path | None = None, calib_batches: int | None = None,
                   progress: ProgressFn | None = None, *, verify_images: int = 64,
-                  measure: bool = True, protocol: ProtocolSettings | None = None) -> list[Path]:
+                  measure: bool = True, protocol: ProtocolSettings | None = None,
+                  max_int8_drop: float = MAX_INT8_DROP) -> list[Path]:
     """Export every member of the run's pareto.csv for `device` into `out_root` (default
     ``<run>/exports``). All members are exported even if some fail; then VerificationError
     lists the failed bundles."""
     with _Exporter(run_dir, device, devices_file, calib_batches, verify_images, measure,
-                   protocol, progress) as ex:
+                   protocol, progress, max_int8_drop) as ex:
         members = pareto_members(ex.run, ex.device.name)
         ex.total = _STEPS * len(members)
         root = Path(out_root) if out_root else ex.run.files.exports
@@ -138,7 +154,8 @@ class _Exporter:
 
     def __init__(self, run_dir: str | Path, device: str, devices_file: str | Path | None,
                  calib_batches: int | None, verify_images: int, measure: bool,
-                 protocol: ProtocolSettings | None, progress: ProgressFn | None):
+                 protocol: ProtocolSettings | None, progress: ProgressFn | None,
+                 max_int8_drop: float = MAX_INT8_DROP):
         from hwnas.devices import get_device
         from hwnas.run import open_run
 
@@ -146,6 +163,7 @@ class _Exporter:
             raise InputError(f"calib_batches must be at least 1, got {calib_batches}")
         if verify_images < 1:
             raise InputError(f"verify_images must be at least 1, got {verify_images}")
+        self.max_int8_drop = check_max_int8_drop(max_int8_drop)
         self.run = open_run(run_dir, create=False)
         self.device = get_device(device, devices_file)
         self.backend = self.device.backend_impl()
@@ -225,8 +243,13 @@ class _Exporter:
                                     reference, labels))
             for check in compiled.skipped:
                 report.add(check)
+            int8 = self._int8(compiled, subnet, loaders.test, arch, report)
             self._step(arch, "measure latency")
             latency = self._latency(compiled, arch, cand, report)
+            if int8 is not None:
+                measured = latency.get("measured") or {}
+                int8["latency_ms"] = measured.get("corrected_ms")
+                int8["latency_median_ms"] = measured.get("median_ms")
             self._step(arch, "write bundle")
             status = ("failed: " + "; ".join(report.failures()) if not report.passed
                       else f"onnx-only: {self.offline}" if compiled.artifact is None
@@ -234,7 +257,10 @@ class _Exporter:
             atomic_write_json(stage / VERIFY_JSON, {
                 "status": status, **report.to_dict(), "device": self.device.name,
                 "images": {"split": "test", "n": int(len(images)), "resolution": arch.r},
+                **({"int8": int8} if int8 is not None else {}),
                 "latency": latency})
+            if int8 is not None:
+                accuracy = dict(accuracy, int8=int8)
             write_manifest(stage, self._meta(cand, meta, loaders, accuracy, compiled, latency,
                                              report, status))
         except BaseException:
@@ -295,6 +321,39 @@ class _Exporter:
                 out.skipped.append({"name": _ONNX_CHECK, "passed": True, "skipped": True,
                                     "detail": f"model.onnx not checked here: {err}"})
         return out
+
+    def _int8(self, compiled: _Compiled, subnet: Any, test: Any, arch: Arch | GeneArch,
+              report: Report) -> dict[str, Any] | None:
+        """INT8 devices: the quantized artifact's test top-1 beside the fp32 subnet's, as a check
+        (failed when the drop exceeds `max_int8_drop`) and as the bundle's ``int8`` record."""
+        if self.device.precision != "int8":
+            return None
+        artifact = compiled.artifact
+        record: dict[str, Any] = {"split": "test", "max_drop": self.max_int8_drop}
+        if artifact is not None:
+            record.update({k: artifact.metadata[k] for k in _INT8_META if k in artifact.metadata})
+        runner = compiled.device_runner
+        if runner is None:
+            record["note"] = f"not evaluated: {self.offline}"
+            return record
+        try:
+            record.update(int8_accuracy(subnet, runner, test, arch.r))
+        except HwnasError as err:
+            record["note"] = f"running the int8 artifact on the test split failed: {err}"
+            report.add({"name": _INT8_CHECK, "passed": False, "detail": record["note"]})
+            return record
+        drop, n = record["drop"], record["n"]
+        summary = (f"int8 top-1 {record['top1_int8']:.2f}% vs fp32 {record['top1_fp32']:.2f}% on "
+                   f"{n} test images, agreement {record['top1_agreement']:.1%}")
+        passed = drop <= self.max_int8_drop
+        record["passed"] = passed
+        report.add({"name": _INT8_CHECK, "passed": passed, **{k: record[k] for k in (
+                        "top1_int8", "top1_fp32", "drop", "top1_agreement", "n", "max_drop")},
+                    "detail": (f"int8 top-1 drop {drop:.2f} points <= {self.max_int8_drop:g} "
+                               f"({summary})" if passed else
+                               f"int8 top-1 drop {drop:.2f} points > {self.max_int8_drop:g} "
+                               f"allowed ({summary}; --max-int8-drop sets the limit)")})
+        return record
 
     def _latency(self, compiled: _Compiled, arch: Arch | GeneArch, cand: Candidate, report: Report
                  ) -> dict[str, Any]:
@@ -374,7 +433,8 @@ class _Exporter:
             "accuracy": {"split": "test", "top1": accuracy["top1"], "loss": accuracy["loss"],
                          "n": accuracy["n"], "bn_calibration": {
                              "split": "train", "seed": 0, "batches": len(calib),
-                             "images": len(calib.dataset)}},
+                             "images": len(calib.dataset)},
+                         **({"int8": accuracy["int8"]} if "int8" in accuracy else {})},
             "predicted": {"latency_ms": cand.predicted_latency_ms(self.device.name),
                           "top1": cand.predicted_top1, "source": cand.source, "row": cand.row},
             "latency": latency,
@@ -397,6 +457,44 @@ def _compare(name: str, runner: Runner, tol: Any, images: np.ndarray, reference:
     except HwnasError as err:
         return {"name": name, "passed": False, "detail": f"{name}: running it failed: {err}"}
     return compare(name, outputs, reference, tol, labels)
+
+
+def check_max_int8_drop(value: float) -> float:
+    """The INT8 drop limit as a float; InputError (one line) when negative or not a number."""
+    if not float(value) >= 0.0:  # also refuses NaN
+        raise InputError(f"the INT8 drop limit (--max-int8-drop) must be at least 0 top-1 points, "
+                         f"got {value}")
+    return float(value)
+
+
+def int8_accuracy(subnet: Any, runner: Runner, loader: Any, r: int) -> dict[str, Any]:
+    """Test top-1 of the fp32 PyTorch `subnet` and of the quantized artifact's `runner`, on the
+    same images: each batch of `loader` resized to r once (as `evaluate` does), then fed to both
+    (the runner through `run_batched`, at its compiled batch size). Also their top-1 agreement;
+    `drop` is fp32 minus int8, in points."""
+    import torch
+
+    from hwnas.supernet.data import resize_batch
+
+    correct_fp32 = correct_int8 = agree = n = 0
+    with torch.inference_mode():
+        for x, y in loader:
+            x = resize_batch(x.float(), r)
+            fp32 = subnet(x).numpy().argmax(1)
+            out = run_batched(runner, x.numpy().astype(np.float32))
+            if not np.isfinite(out).all():
+                raise DeviceError("the int8 artifact gave non-finite outputs")
+            int8, y = out.argmax(1), np.asarray(y)
+            correct_fp32 += int((fp32 == y).sum())
+            correct_int8 += int((int8 == y).sum())
+            agree += int((int8 == fp32).sum())
+            n += len(y)
+    if n == 0:
+        raise InputError("the test split is empty: nothing to evaluate the int8 artifact on")
+    top1_fp32, top1_int8 = 100.0 * correct_fp32 / n, 100.0 * correct_int8 / n
+    return {"top1_int8": top1_int8, "top1_fp32": top1_fp32,
+            "drop": 100.0 * (correct_fp32 - correct_int8) / n,
+            "top1_agreement": agree / n, "n": n}
 
 
 def _relative(record: dict[str, Any], compiled: _Compiled) -> dict[str, Any]:

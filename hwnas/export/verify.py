@@ -53,7 +53,10 @@ _BY_PRECISION = {
     "fp32": Tolerance(1e-3, 1e-3, 0.98),
     "fp16": Tolerance(2e-2, 5e-2, 0.95),  # 11 mantissa bits; CPU kernels may accumulate in fp16
     "bf16": Tolerance(5e-2, 5e-2, 0.95),  # 8 mantissa bits: OpenVINO on AMX, errors ~1e-2
-    "int8": Tolerance(1e-1, 1e-1, 0.90),
+    # int8: a quantized model's worst logit on some image moves by more than 10% of the largest
+    # logit on trained subnets (seen: 11%); what it costs is judged by its test top-1 drop (export's
+    # "int8 accuracy" check), so this only catches broken artifacts
+    "int8": Tolerance(1e-1, 2.5e-1, 0.90),
 }
 _BY_BACKEND = {
     ("tensorrt", "fp32"): Tolerance(1e-2, 1e-2, 0.97),  # TensorRT runs fp32 convolutions in TF32

@@ -55,3 +55,43 @@ def test_digits():
     raw = ds.images[torch.from_numpy(picks)][:, 0].numpy()
     normalised = torch.stack([ds[int(i)][0] for i in picks])
     return raw, normalised, ds.labels[torch.from_numpy(picks)].numpy()
+
+
+@pytest.fixture(scope="session")
+def trained_export_run(tmp_path_factory, tiny_supernet):
+    """(run config, min arch at r32): the tiny supernet with its smallest subnet trained for 300
+    steps on the digits, so its logits separate the classes and quantizing it is a
+    fair test (an untrained net's int8 outputs are noise next to its near-constant logits)."""
+    import torch
+
+    from hwnas.run import open_run
+    from hwnas.space import write_arch_table
+    from hwnas.supernet.checkpoint import load_checkpoint_meta, save_checkpoint
+    from hwnas.supernet.data import DataConfig, build_loaders, resize_batch
+    from hwnas.supernet.pretrained import load_supernet
+
+    model, _ = load_supernet(tiny_supernet)
+    arch = open_run(tmp_path_factory.mktemp("int8-probe") / "run", tiny_supernet).space.min_arch(r=32)
+    model.set_active_subnet(arch)
+    model.train()
+    torch.manual_seed(0)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    loaders = build_loaders(DataConfig())
+    steps = 0
+    while steps < 300:
+        for x, y in loaders.train:
+            loss = torch.nn.functional.cross_entropy(model(resize_batch(x, 32)), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            steps += 1
+            if steps == 300:
+                break
+    stem = tmp_path_factory.mktemp("trained") / "supernet"
+    saved = load_checkpoint_meta(tiny_supernet)
+    save_checkpoint(stem, model.eval(), {k: saved[k] for k in ("space", "n_classes", "dataset",
+                                                               "class_names")}, rng=False)
+    run = open_run(tmp_path_factory.mktemp("export-trained") / "run", stem)
+    write_arch_table(run.run_dir / "pareto.csv", [arch],
+                     extra={"id": [arch.id], "top1": [90.0], "ms:cpu-ort-int8": [0.5]})
+    return run, arch

@@ -1,0 +1,115 @@
+"""INT8 bundles: the quantized artifact's own test top-1 beside the fp32 subnet's, the drop, the
+agreement and the int8 layer share in verify.json and model.json; too large a drop fails."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hwnas.errors import InputError
+from hwnas.export import VerificationError, export_subnet, load
+
+
+def _usable(name: str) -> None:
+    from hwnas.devices import get_device
+
+    reason = get_device(name).available()
+    if reason:
+        pytest.skip(f"{name}: {reason}")
+
+
+@pytest.fixture(scope="module")
+def ort_int8_bundle(trained_export_run, tmp_path_factory, quick):
+    _usable("cpu-ort-int8")
+    run, arch = trained_export_run
+    return export_subnet(run.run_dir, arch.id, "cpu-ort-int8", max_int8_drop=3.0,
+                         out_dir=tmp_path_factory.mktemp("int8") / "ort", **quick)
+
+
+def test_int8_bundle_reports_the_quantized_models_own_test_accuracy(ort_int8_bundle):
+    verify = json.loads((ort_int8_bundle / "verify.json").read_text())
+    meta = json.loads((ort_int8_bundle / "model.json").read_text())
+    assert verify["passed"] and meta["status"] == "verified"
+    int8 = verify["int8"]
+    assert int8 == meta["accuracy"]["int8"]
+    # the whole test split, and the fp32 top-1 is the one the bundle reports for the subnet
+    assert int8["split"] == "test" and int8["n"] == meta["accuracy"]["n"] == 500
+    assert int8["top1_fp32"] == pytest.approx(meta["accuracy"]["top1"], abs=0.21)
+    assert int8["drop"] == pytest.approx(int8["top1_fp32"] - int8["top1_int8"])
+    assert int8["top1_fp32"] > 50  # a trained subnet: the drop means something
+    assert int8["drop"] <= 3.0 and int8["top1_agreement"] >= 0.9 and int8["max_drop"] == 3.0
+    # what runs in int8, read from ONNX Runtime's optimized graph
+    assert 0 < int8["int8_share"] <= 1 and int8["int8_layers"] <= int8["layers"]
+    assert int8["qdq_pairs"] >= 1 and isinstance(int8["fp32_ops"], dict)
+    assert int8["calibration"] == "images" and int8["calibration_images"] == 128
+    assert int8["latency_ms"] == meta["latency"]["measured"]["corrected_ms"] > 0
+    check = {c["name"]: c for c in verify["checks"]}["int8 accuracy"]
+    assert check["passed"] and "int8 top-1" in check["detail"]
+    with load(ort_int8_bundle) as bundle:
+        assert bundle.runtime.startswith("cpu-ort-int8")
+
+
+def test_openvino_int8_bundle_reports_the_share_from_its_execution_graph(trained_export_run,
+                                                                        tmp_path, quick):
+    _usable("cpu-openvino-int8")
+    run, arch = trained_export_run
+    path = export_subnet(run.run_dir, arch.id, "cpu-openvino-int8", out_dir=tmp_path / "ov",
+                         measure=False, max_int8_drop=3.0, **quick)
+    int8 = json.loads((path / "verify.json").read_text())["int8"]
+    assert int8["n"] == 500 and int8["drop"] <= 3.0 and int8["top1_agreement"] >= 0.9
+    assert int8["int8_share_source"] == "openvino execution graph" and int8["int8_share"] > 0.5
+    assert int8["latency_ms"] is None  # measure=False
+
+
+def test_an_int8_drop_over_the_limit_fails_the_bundle_with_one_reason(trained_export_run, tmp_path,
+                                                                       monkeypatch, quick):
+    from hwnas.export import api
+
+    _usable("cpu-ort-int8")
+    real = api.int8_accuracy
+
+    def worse(*args, **kwargs):  # the quantized model loses 3 points of the fp32 top-1
+        out = real(*args, **kwargs)
+        return dict(out, top1_int8=out["top1_fp32"] - 3.0, drop=3.0)
+
+    monkeypatch.setattr(api, "int8_accuracy", worse)
+    run, arch = trained_export_run
+    out = tmp_path / "int8-bad"
+    with pytest.raises(VerificationError) as err:
+        export_subnet(run.run_dir, arch.id, "cpu-ort-int8", out_dir=out, measure=False,
+                      max_int8_drop=2.5, **quick)
+    text = str(err.value)
+    assert "\n" not in text and "int8 top-1 drop 3.00 points > 2.5 allowed" in text
+    verify = json.loads((out / "verify.json").read_text())
+    meta = json.loads((out / "model.json").read_text())
+    assert not verify["passed"] and verify["failures"] == [
+        c["detail"] for c in verify["checks"] if c["name"] == "int8 accuracy"]
+    assert verify["int8"]["drop"] == 3.0 and verify["int8"]["passed"] is False
+    assert meta["status"].startswith("failed: int8 top-1 drop 3.00 points")
+
+
+def test_fp32_bundles_have_no_int8_record(ort_bundle):
+    assert "int8" not in json.loads((ort_bundle / "verify.json").read_text())
+    assert "int8" not in json.loads((ort_bundle / "model.json").read_text())["accuracy"]
+
+
+@pytest.mark.parametrize("bad", [-0.5, float("nan")])
+def test_a_negative_int8_drop_limit_is_refused(export_run, bad):
+    run, archs = export_run
+    with pytest.raises(InputError) as err:
+        export_subnet(run.run_dir, archs[0].id, "cpu-ort-int8", max_int8_drop=bad)
+    assert "--max-int8-drop" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_cli_refuses_a_negative_int8_drop_limit_in_one_line(export_run):
+    import subprocess
+    import sys
+
+    run, archs = export_run
+    done = subprocess.run([sys.executable, "-m", "hwnas", "export", "--run", str(run.run_dir),
+                           "--device", "cpu-ort-int8", "--subnet", archs[0].id,
+                           "--max-int8-drop", "-1"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--max-int8-drop" in lines[0]
