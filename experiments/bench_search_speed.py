@@ -49,6 +49,8 @@ from hwnas.search.operators import sample_mixed
 from hwnas.search.problem import Problem
 from hwnas.space import MAX_DEPTH, N_SLOTS, SearchSpace
 
+CPU_TABLE = Path(__file__).resolve().parents[1] / "tests" / "latency" / "data" / "ofa_cpu_subnets.csv"
+
 
 def per_kind(generations: int, population: int, repeats: int = 1) -> dict:
     """The search on latency predictors `fit_best` fits to the real CPU table (300 measured OFA

@@ -612,12 +612,14 @@ def train(
 
 
 # -- search ---------------------------------------------------------------------------------
-class Algo(str, Enum):
-    evolution = "evolution"
-    nsga2 = "nsga2"
-    optuna_nsga2 = "optuna-nsga2"
-    optuna_tpe = "optuna-tpe"
-    random = "random"
+def _algo_enum() -> type[Enum]:
+    """--algo's choices: the search-algorithm registry (no second list to keep)."""
+    from hwnas.search.algorithms import algorithm_names
+
+    return Enum("Algo", {name.replace("-", "_"): name for name in algorithm_names()}, type=str)
+
+
+Algo = _algo_enum()
 
 
 @app.command("search")

@@ -28,23 +28,18 @@ from hwnas.errors import BudgetError, InputError
 from hwnas.fileio import atomic_path, json_safe
 from hwnas.run import run_lock
 from hwnas.accuracy import ensure_accuracy_predictor, measured_accuracy, regression_metrics
-from hwnas.search.evolution import EvolutionSettings, evolution_search
-from hwnas.search.nsga2 import NSGA2Settings, nsga2_search
+from hwnas.search.algorithms import SearchRequest, algorithm_names, get_algorithm
 from hwnas.search.operators import unique_rows
-from hwnas.search.optuna_search import optuna_search
 from hwnas.search.pareto import front_mask, hypervolume
 from hwnas.search.problem import TOP1, Batch, Problem, SearchOutcome, load_latency_predictor, ms_key
-from hwnas.search.random_search import random_search
 from hwnas.search.verify import (DEFAULT_MARGIN, Measure, Verification, acceptance_rule, device_measure,
                                  verify_candidates)
 
 __all__ = ["ALGORITHMS", "SearchResult", "run_search"]
 
-ALGORITHMS = ("evolution", "nsga2", "optuna-nsga2", "optuna-tpe", "random")
+ALGORITHMS = algorithm_names()
 PARETO_CSV, SEARCH_JSON, PARETO_PNG = "pareto.csv", "search.json", "pareto.png"
 EXPLORED_CSV = "explored.csv"  # a sample of the subnets the search scored (the grey cloud of plots)
-DEFAULT_JOURNAL = "optuna.journal"
-_DEFAULT_TRIALS = {"optuna-nsga2": 5000, "optuna-tpe": 300}
 
 Progress = Callable[..., Any]  # progress(event, **fields); events: accuracy, search, verify
 AccuracyMeasure = Callable[[Sequence[Any]], np.ndarray]  # archs (the run's family's) -> measured top-1 (%)
@@ -92,47 +87,6 @@ def _as_budgets(device: str | Sequence[str], latency_ms: float | Sequence[float]
     return out
 
 
-def _study_name(algo: str, problem: Problem) -> str:
-    """The default study: one per algorithm, budgets and objectives -- not per seed, so workers on
-    other machines (given other --seed values, so they explore differently) join the same study."""
-    parts = [algo, *(f"{d}-{b:g}ms" for d, b in problem.budgets.items()),
-             *(o.replace(":", "-") for o in problem.objectives if o != TOP1)]
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", "_".join(parts))
-
-
-def _run_algorithm(problem: Problem, algo: str, pareto: bool, *, run_dir: Path, seed: int, workers: int,
-                   storage: str | None, population: int | None, generations: int | None,
-                   n_trials: int | None, study_name: str | None, progress: Progress | None
-                   ) -> tuple[SearchOutcome, dict[str, Any]]:
-    if algo not in ALGORITHMS:
-        raise InputError(f"unknown search algorithm {algo!r}; use one of {', '.join(ALGORITHMS)}")
-    optuna_algo = algo.startswith("optuna-")
-    if not optuna_algo and (workers != 1 or storage is not None):
-        raise InputError(f"--workers and --storage apply to optuna-nsga2 / optuna-tpe; '{algo}' runs "
-                         "vectorised in one process")
-    settings: dict[str, Any] = {"algo": algo}
-    if algo == "evolution" and not pareto:
-        s = EvolutionSettings(population=population or 100, generations=generations or 500)
-        settings.update(s.as_dict())
-        return evolution_search(problem, s, seed, progress), settings
-    if algo in ("evolution", "nsga2"):
-        s2 = NSGA2Settings(population=population or 100, generations=generations or 500)
-        settings.update(s2.as_dict(), mode="nsga2" if algo == "nsga2" else "evolution --pareto: NSGA-II")
-        return nsga2_search(problem, s2, seed, progress), settings
-    if algo == "random":
-        n = n_trials or (population or 100) * ((generations or 500) + 1)
-        settings.update(samples=n)
-        return random_search(problem, n, seed), settings
-    spec = storage or str(run_dir / DEFAULT_JOURNAL)
-    name = study_name or _study_name(algo, problem)
-    n = n_trials or _DEFAULT_TRIALS[algo]
-    out = optuna_search(problem, algo.removeprefix("optuna-"), n, spec, name, workers=workers,
-                        population=population or 100, seed=seed, progress=progress)
-    settings.update({k: out.info[k] for k in ("sampler", "n_trials", "workers", "batch", "population",
-                                              "study_name", "storage")})
-    return out, settings
-
-
 def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: float | Sequence[float],
                algo: str = "evolution", pareto: bool = False, workers: int = 1, storage: str | None = None,
                top_k: int = 5, seed: int = 0, verify: bool = True, devices_file: str | Path | None = None,
@@ -165,6 +119,10 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     run_dir = Path(run_dir)
     budgets = _as_budgets(device, latency_ms)
     devices = list(budgets)
+    algorithm = get_algorithm(algo)  # settings are checked before anything slow runs
+    request = SearchRequest(run_dir, seed=seed, pareto=pareto, population=population, generations=generations,
+                            n_trials=n_trials, workers=workers, storage=storage, study_name=study_name)
+    algorithm.check(request)
     if top_k < 1:
         raise InputError(f"--top-k must be at least 1, got {top_k}")
     if not 0.0 <= latency_margin < 0.5:
@@ -180,9 +138,7 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     prepare_s = time.perf_counter() - t
 
     t = time.perf_counter()
-    outcome, settings = _run_algorithm(problem, algo, pareto, run_dir=run_dir, seed=seed, workers=workers,
-                                       storage=storage, population=population, generations=generations,
-                                       n_trials=n_trials, study_name=study_name, progress=progress)
+    outcome, settings = algorithm.run(problem, request, progress)
     search_s, counters = time.perf_counter() - t, problem.counters()
     split = problem.time_split(search_s)
     feasible, table, on_front, cand = _candidates(problem, outcome.archive, pareto, top_k, fastest)

@@ -82,3 +82,19 @@ def test_problem_rejects_bad_objectives_and_budgets(small_space):
         Problem(small_space, SynthAccuracy(), {"a": MacsLatency()}, {"a": 1.0}, objectives=("ms:a",))
     with pytest.raises(InputError, match="positive"):
         Problem(small_space, SynthAccuracy(), {"a": MacsLatency()}, {"a": -1.0})
+
+
+def test_algorithms_come_from_one_registry_and_check_settings_in_one_place(tmp_path):
+    """The CLI's --algo choices are the registry; bad settings are one line before any work."""
+    from hwnas.cli import Algo
+    from hwnas.search.algorithms import SearchRequest, algorithm_names, get_algorithm
+
+    assert [a.value for a in Algo] == list(algorithm_names())
+    assert {"evolution", "nsga2", "random", "optuna-nsga2", "optuna-tpe"} <= set(algorithm_names())
+    with pytest.raises(InputError, match="unknown search algorithm 'annealing'"):
+        get_algorithm("annealing")
+    with pytest.raises(InputError, match="--workers and --storage apply to optuna-nsga2, optuna-tpe"):
+        get_algorithm("evolution").check(SearchRequest(tmp_path, workers=2))
+    with pytest.raises(InputError, match="--population must be a whole number of at least 1"):
+        get_algorithm("nsga2").check(SearchRequest(tmp_path, population=0))
+    get_algorithm("optuna-tpe").check(SearchRequest(tmp_path, workers=2, storage="x.journal"))
