@@ -179,10 +179,31 @@ class Backend(ABC):
     extra: ClassVar[str | None] = None  # pip extra: pip install 'hwnas[<extra>]'
     dists: ClassVar[tuple[str, ...]] = ()  # distributions whose versions are recorded
 
+    # -- capabilities: facts about the runtime that export and profiling read, instead of ------
+    # -- testing a backend's name (a device's are `Device.capabilities`, also when remote) ------
+    #: its artifacts are tied to the machine (GPU, runtime version) that builds them, as TensorRT
+    #: engines are: an export ships the ONNX it builds from, with a batch axis and the device's
+    #: precision, plus a build kit for the target (`write_build_kit`), and still exports where
+    #: the runtime is absent (bundle status "onnx-only"); every other device must be usable to
+    #: export, since export verifies on it
+    builds_on_target: ClassVar[bool] = False
+    #: the arithmetic of its fp32 convolutions: "fp32", or "tf32" (TensorRT's default: 10-bit
+    #: mantissa inputs), which export verification allows for
+    fp32_math: ClassVar[str] = "fp32"
+
     def __init__(self, device: Device):
         self.device = device
 
-    # -- capabilities --------------------------------------------------------------------
+    @classmethod
+    def write_build_kit(cls, folder: Path, *, onnx: str, shape: list[int], precision: str,
+                        batch: tuple[int, int, int], calib: np.ndarray | None,
+                        input_name: str) -> dict[str, Any]:
+        """`builds_on_target` backends: write what builds the artifact on the target from the ONNX
+        model `onnx` (input `shape` with a dynamic batch axis, optimisation profile `batch` as
+        (min, opt, max), INT8 calibration images `calib`) into `folder`; returns the kit's
+        description for the bundle's model.json."""
+        raise NotImplementedError(f"backend {cls.name} builds its artifacts where it exports")
+
     @classmethod
     def precisions(cls, provider: str | None) -> tuple[str, ...]:
         """Precisions this backend can compile for with the given provider."""

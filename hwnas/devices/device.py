@@ -69,6 +69,15 @@ class Device(BaseModel):
     def is_remote(self) -> bool:
         return self.host is not None
 
+    @property
+    def capabilities(self) -> type[Backend]:
+        """The class of this device's runtime backend, whose class attributes say what the
+        runtime can do (`Backend.builds_on_target`, `Backend.fp32_math`, ...): the same for a
+        remote device, which `backend_impl` serves through the agent client."""
+        from hwnas.devices.registry import backend_class
+
+        return backend_class(self.backend)
+
     def backend_impl(self) -> Backend:
         """The backend object that compiles and loads models for this device."""
         from hwnas.devices.registry import make_backend

@@ -38,8 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["TensorRtBackend", "TensorRtRunner"]
 
-_WORKSPACE = 1 << 30
-
 
 class TensorRtBackend(OnnxBuiltBackend):
     name = "tensorrt"
@@ -47,6 +45,19 @@ class TensorRtBackend(OnnxBuiltBackend):
     requires = ("tensorrt",)
     extra = "tensorrt"
     dists = ("tensorrt", "tensorrt-cu12", "tensorrt-cu13")
+    builds_on_target = True  # engines are tied to the GPU and TensorRT version that built them
+    fp32_math = "tf32"  # TensorRT runs fp32 convolutions in TF32 by default
+
+    @classmethod
+    def write_build_kit(cls, folder: Path, *, onnx: str, shape: list[int], precision: str,
+                        batch: tuple[int, int, int], calib: np.ndarray | None,
+                        input_name: str) -> dict[str, Any]:
+        """build_engine.py (the builder `_from_onnx` uses, as a script), build.sh (trtexec) and
+        calib.npy: see `hwnas.export.tensorrt_build`."""
+        from hwnas.export.tensorrt_build import write_build_kit
+
+        return write_build_kit(folder, onnx=onnx, shape=shape, dynamic=True, precision=precision,
+                               batch=batch, calib=calib, input_name=input_name)
 
     @classmethod
     def precisions(cls, provider: str | None) -> tuple[str, ...]:
@@ -65,11 +76,12 @@ class TensorRtBackend(OnnxBuiltBackend):
     def _from_onnx(self, onnx_path: Path, shape: tuple[int, ...], workdir: Path) -> Artifact:
         import torch
 
-        from hwnas.export.tensorrt_build import BuildError, build_engine  # the bundles' builder
+        # the bundles' builder (build_engine.py in every TensorRT bundle): one engine builder
+        from hwnas.export.tensorrt_build import WORKSPACE_MB, BuildError, build_engine
 
         trt = self._require("tensorrt")
         precision = self.device.precision
-        workspace = int(self.device.options.get("workspace_bytes", _WORKSPACE))
+        workspace = int(self.device.options.get("workspace_bytes", WORKSPACE_MB << 20))
         meta: dict[str, Any] = {}
         if precision == "int8":
             from hwnas.devices.quantize import TRT_OP_TYPES, qdq_graph_int8_share, quantize_onnx

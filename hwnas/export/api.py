@@ -21,9 +21,10 @@ measured latency and the share of layers the runtime runs in int8 (`int8_share`,
 and `fp32_ops` where the runtime says). A drop above `max_int8_drop` (default 1.0 point) fails the
 bundle.
 
-TensorRT engines are tied to the GPU that builds them, so a TensorRT device that is not usable
-here still gets a bundle: the ONNX (checked with ONNX Runtime), the build kit and status
-"onnx-only: <reason>". Every other device must be usable here, since export verifies on it.
+TensorRT engines are tied to the GPU that builds them (the backend declares
+`Backend.builds_on_target`), so such a device that is not usable here still gets a bundle: the
+ONNX (checked with ONNX Runtime), the backend's build kit and status "onnx-only: <reason>". Every
+other device must be usable here, since export verifies on it.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ from hwnas.errors import DeviceError, HwnasError, InputError
 from hwnas.export.manifest import (VERIFY_JSON, check_destination, publish, staging_dir,
                                    write_manifest)
 from hwnas.export.resolve import Candidate, pareto_members, resolve_subnet
-from hwnas.export.verify import (Report, VerificationError, compare, input_dependence, run_batched,
-                                 tolerance_for)
+from hwnas.export.verify import (Report, Tolerance, VerificationError, compare, input_dependence,
+                                 run_batched, tolerance_for)
 from hwnas.fileio import atomic_write_json, scratch_prefix
 
 if TYPE_CHECKING:
@@ -61,8 +62,8 @@ ProgressFn = Callable[[int, int, str], Any]  # progress(done, total, message)
 WEIGHTS = "weights.safetensors"
 ONNX = "model.onnx"
 _STEPS = 6  # recalibrate, evaluate, compile, verify, measure, write
-_TRT_MAX_BATCH = 8
-_TRT_CALIB_IMAGES = 128
+_KIT_MAX_BATCH = 8  # the largest batch of a build kit's optimisation profile
+_CALIB_IMAGES = 128  # training images INT8 devices and build kits calibrate on
 _ONNX_CHECK = "onnx (onnxruntime cpu)"  # the extra check of model.onnx beside the device artifact
 _INT8_CHECK = "int8 accuracy"
 MAX_INT8_DROP = 1.0  # points of test top-1 an INT8 bundle may lose against its fp32 subnet
@@ -136,12 +137,12 @@ class _Result:
 @dataclass
 class _Compiled:
     """What compiling produced: the device artifact (None for an onnx-only bundle), the ONNX
-    record, the build kit, and the models to verify as (name, runner, backend, precision)."""
+    record, the build kit, and the models to verify as (name, runner, tolerance)."""
 
     artifact: Artifact | None
     onnx: dict[str, Any]
     kit: dict[str, Any] | None = None
-    runners: list[tuple[str, Runner, str, str]] = field(default_factory=list)
+    runners: list[tuple[str, Runner, Tolerance]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -167,8 +168,9 @@ class _Exporter:
         self.run = open_run(run_dir, create=False)
         self.device = get_device(device, devices_file)
         self.backend = self.device.backend_impl()
+        self.caps = self.device.capabilities  # what its runtime can do (class attributes)
         self.offline = self.backend.available()  # None when the device can be used here
-        if self.offline and self.device.backend != "tensorrt":
+        if self.offline and not self.caps.builds_on_target:
             raise DeviceError(f"device '{self.device.name}' is not usable here: {self.offline}; "
                               "export verifies on the device, so export where it is usable "
                               "(only TensorRT devices get an ONNX build kit instead)")
@@ -238,9 +240,8 @@ class _Exporter:
             self._step(arch, f"compile for {self.device.name}")
             compiled = self._compile(subnet, arch, stage, calib)
             self._step(arch, "verify against PyTorch")
-            for name, runner, backend, precision in compiled.runners:
-                report.add(_compare(name, runner, tolerance_for(backend, precision), images,
-                                    reference, labels))
+            for name, runner, tol in compiled.runners:
+                report.add(_compare(name, runner, tol, images, reference, labels))
             for check in compiled.skipped:
                 report.add(check)
             int8 = self._int8(compiled, subnet, loaders.test, arch, report)
@@ -267,7 +268,7 @@ class _Exporter:
             shutil.rmtree(stage, ignore_errors=True)
             raise
         finally:
-            for _, runner, _, _ in compiled.runners if compiled else []:
+            for _, runner, _ in compiled.runners if compiled else []:
                 runner.close()
         publish(stage, out)
         return _Result(out, report.passed, report.failures())
@@ -278,28 +279,28 @@ class _Exporter:
 
         from hwnas.devices.onnx_export import INPUT_NAME, OPSET, OUTPUT_NAME, export_onnx
         from hwnas.export.bundle import onnx_runner
-        from hwnas.export.tensorrt_build import ENGINE, write_build_kit
 
         precision, batch = self.device.precision, self.device.batch
         x = torch.zeros(1, 3, arch.r, arch.r)
         xb = x.expand(batch, -1, -1, -1).contiguous()
         shape = [batch, 3, arch.r, arch.r]
         onnx_precision, dynamic, artifact, kit = "fp32", False, None, None
-        if self.device.backend == "tensorrt":
+        if self.caps.builds_on_target:
             # the ONNX to build on the target: the graph the backend builds from, with a batch axis
             onnx_precision, dynamic = precision, True
             export_onnx(subnet, xb, stage / ONNX, precision=precision, dynamic_batch=True)
-            kit = write_build_kit(stage, onnx=ONNX, shape=shape, dynamic=True, precision=precision,
-                                  batch=(1, batch, max(batch, _TRT_MAX_BATCH)),
-                                  calib=_images(calib.dataset, _TRT_CALIB_IMAGES, arch.r)[0],
-                                  input_name=INPUT_NAME)
-            if self.offline is None:  # the engine profiling timed: static batch, built here
+            kit = self.caps.write_build_kit(
+                stage, onnx=ONNX, shape=shape, precision=precision,
+                batch=(1, batch, max(batch, _KIT_MAX_BATCH)),
+                calib=_images(calib.dataset, _CALIB_IMAGES, arch.r)[0], input_name=INPUT_NAME)
+            if self.offline is None:  # the artifact profiling timed: static batch, built here
                 artifact = self.backend.compile(subnet, x, self._tmp / arch.id)
-                shutil.copyfile(artifact.path, stage / ENGINE)
-                artifact.path, artifact.files = stage / ENGINE, [stage / ENGINE]
+                built = stage / Path(artifact.path).name
+                shutil.copyfile(artifact.path, built)
+                artifact.path, artifact.files = built, [built]
                 artifact.metadata["onnx"] = "built from a static-batch export of model.onnx"
         else:  # INT8 devices calibrate on training images (never test images)
-            images = _images(calib.dataset, _TRT_CALIB_IMAGES, arch.r)[0] if precision == "int8" else None
+            images = _images(calib.dataset, _CALIB_IMAGES, arch.r)[0] if precision == "int8" else None
             artifact = self.backend.compile(subnet, x, stage, calibration=images)
             if not (stage / ONNX).exists():  # .pte / .tflite / eager devices: ONNX as well
                 export_onnx(subnet, xb, stage / ONNX)
@@ -311,12 +312,13 @@ class _Exporter:
                 "dynamic_batch": dynamic}
         out = _Compiled(artifact, onnx, kit)
         if artifact is not None:
-            out.runners.append((artifact.format, self.backend.load(artifact), self.device.backend,
-                                precision))
+            out.runners.append((artifact.format, self.backend.load(artifact),
+                                tolerance_for(precision, self.caps.fp32_math)))
         if artifact is None or artifact.format != "onnx":
             try:
                 runner = onnx_runner(stage / ONNX, shape, dtype)
-                out.runners.append((_ONNX_CHECK, runner, "onnxruntime", onnx_precision))
+                out.runners.append((_ONNX_CHECK, runner,
+                                    tolerance_for(onnx_precision, runner.device.capabilities.fp32_math)))
             except HwnasError as err:  # e.g. an fp16 graph the CPU provider has no kernels for
                 out.skipped.append({"name": _ONNX_CHECK, "passed": True, "skipped": True,
                                     "detail": f"model.onnx not checked here: {err}"})

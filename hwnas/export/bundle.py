@@ -35,7 +35,7 @@ def onnx_runner(path: Path, input_shape: Sequence[int], input_dtype: str = "floa
 
     device = get_device("cpu-ort")
     artifact = Artifact(format="onnx", path=Path(path), input_shape=tuple(input_shape),
-                        input_dtype=input_dtype, device=device.name, backend="onnxruntime")
+                        input_dtype=input_dtype, device=device.name, backend=device.backend)
     return device.backend_impl().load(artifact)
 
 

@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["build_engine", "trtexec_command", "build_sh", "write_build_kit", "main"]
+__all__ = ["build_engine", "trtexec_command", "build_sh", "write_build_kit", "main", "WORKSPACE_MB"]
 
 SCRIPT = "build_engine.py"
 SHELL = "build.sh"
@@ -41,7 +41,7 @@ CALIB = "calib.npy"
 TIMING_CACHE = "timing.cache"
 CALIB_CACHE = "calib.cache"
 ENGINE = "model.engine"
-_WORKSPACE_MB = 1024
+WORKSPACE_MB = 1024  # the builder's workspace limit (the `trt` device's default too)
 
 
 class BuildError(RuntimeError):
@@ -52,7 +52,7 @@ class BuildError(RuntimeError):
 def build_engine(onnx_path: str | Path, engine_path: str | Path, *, precision: str = "fp32",
                  batch: Sequence[int] = (1, 1, 1), calib: np.ndarray | None = None,
                  calib_cache: str | Path | None = None, timing_cache: str | Path | None = None,
-                 workspace_mb: int = _WORKSPACE_MB, log: Callable[[str], Any] = print) -> Path:
+                 workspace_mb: int = WORKSPACE_MB, log: Callable[[str], Any] = print) -> Path:
     """Build and save a serialized engine; returns `engine_path`. Raises BuildError."""
     try:
         import tensorrt as trt
@@ -219,7 +219,7 @@ def _insert_qdq(onnx_path: Path, calib: np.ndarray | None, log: Callable[[str], 
 # -- the build kit hwnas writes into a bundle ------------------------------------------------
 def trtexec_command(onnx: str, shape: Sequence[int], *, dynamic: bool, batch: Sequence[int],
                     input_name: str = "input", engine: str = ENGINE,
-                    timing_cache: str = TIMING_CACHE, workspace_mb: int = _WORKSPACE_MB
+                    timing_cache: str = TIMING_CACHE, workspace_mb: int = WORKSPACE_MB
                     ) -> list[str]:
     """trtexec arguments that build the same engine as `build_engine` (fp32/fp16 graphs)."""
     args = ["trtexec", f"--onnx={onnx}", f"--saveEngine={engine}",
@@ -299,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--calib", default=str(here / CALIB), help="calibration images (.npy, NCHW)")
     p.add_argument("--calib-cache", default=str(here / CALIB_CACHE))
     p.add_argument("--timing-cache", default=str(here / TIMING_CACHE))
-    p.add_argument("--workspace-mb", type=int, default=_WORKSPACE_MB)
+    p.add_argument("--workspace-mb", type=int, default=WORKSPACE_MB)
     args = p.parse_args(argv)
     calib = None
     if args.precision == "int8" and Path(args.calib).exists():

@@ -58,14 +58,18 @@ _BY_PRECISION = {
     # "int8 accuracy" check), so this only catches broken artifacts
     "int8": Tolerance(1e-1, 2.5e-1, 0.90),
 }
-_BY_BACKEND = {
-    ("tensorrt", "fp32"): Tolerance(1e-2, 1e-2, 0.97),  # TensorRT runs fp32 convolutions in TF32
+#: fp32 models of runtimes whose fp32 convolutions use reduced inputs (`Backend.fp32_math`)
+_BY_FP32_MATH = {
+    "tf32": Tolerance(1e-2, 1e-2, 0.97),  # TensorRT runs fp32 convolutions in TF32
 }
 
 
-def tolerance_for(backend: str, precision: str) -> Tolerance:
-    fallback = _BY_PRECISION.get(precision, _BY_PRECISION["fp32"])
-    return _BY_BACKEND.get((backend, precision), fallback)
+def tolerance_for(precision: str, fp32_math: str = "fp32") -> Tolerance:
+    """The tolerance of a model of `precision` on a runtime whose fp32 arithmetic is
+    `fp32_math` (the backend's `Backend.fp32_math`)."""
+    if precision == "fp32" and fp32_math in _BY_FP32_MATH:
+        return _BY_FP32_MATH[fp32_math]
+    return _BY_PRECISION.get(precision, _BY_PRECISION["fp32"])
 
 
 def run_batched(runner: Runner, images: np.ndarray) -> np.ndarray:
