@@ -49,9 +49,9 @@ class RunFiles:
     def accuracy(self) -> Path:  # the accuracy table (hwnas.accuracy.table)
         return self.root / "accuracy.csv"
 
-    @property
-    def accuracy_test(self) -> Path:  # measured top-1 of verified subnets on the test split
-        return self.root / "accuracy-test.csv"
+    def accuracy_split(self, split: str) -> Path:
+        """Measured top-1 of subnets on another split (verification: ``accuracy-test.csv``)."""
+        return self.root / f"accuracy-{split}.csv"
 
     # one search's outputs, written as one unit (hwnas.search.api)
     @property

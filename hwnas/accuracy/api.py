@@ -11,11 +11,12 @@ from hwnas.accuracy.predictors import AccuracyPredictor, load_predictor_file
 from hwnas.accuracy.select import fit_best_accuracy
 from hwnas.accuracy.table import build_accuracy_table, frame_codes, read_accuracy_table
 from hwnas.errors import CheckpointError, InputError
+from hwnas.run import RunFiles
 
 __all__ = ["ACCURACY_PREDICTOR", "fit_accuracy_predictor", "load_accuracy_predictor",
            "ensure_accuracy_predictor"]
 
-ACCURACY_PREDICTOR = Path("predictors") / "accuracy.json"
+ACCURACY_PREDICTOR = RunFiles(Path("")).accuracy_predictor  # relative to a run directory
 MIN_ROWS = 20
 
 

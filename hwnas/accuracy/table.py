@@ -21,12 +21,13 @@ import numpy as np
 from hwnas.distributed import init_distributed
 from hwnas.errors import InputError, TableError
 from hwnas.fileio import atomic_path
+from hwnas.run import RunFiles
 from hwnas.space import FLAT_COLUMNS, SearchSpace
 
 __all__ = ["ACCURACY_TABLE", "accuracy_sample", "read_accuracy_table", "build_accuracy_table",
            "measured_accuracy", "evaluate_into_table", "table_columns", "frame_codes", "values_frame"]
 
-ACCURACY_TABLE = "accuracy.csv"
+ACCURACY_TABLE = RunFiles(Path("")).accuracy.name
 _BLOCK = 50  # archs per seeded block of the prefix-stable sample
 COLUMNS = [*FLAT_COLUMNS, "id", "top1", "loss", "n"]  # OFA-MobileNetV3's (`table_columns`: any family's)
 
@@ -143,7 +144,7 @@ def measured_accuracy(run, archs, *, split: str = "test", bn_images: int | None 
     """Top-1 (%) of `archs` measured on `split` (default: the test split, which no accuracy
     table is fitted on), exactly as `hwnas supernet eval` computes it; kept in
     `<run>/accuracy-<split>.csv` so a rerun does not evaluate the same subnet twice."""
-    table = evaluate_into_table(run, list(archs), f"accuracy-{split}.csv", split=split, seed=seed,
+    table = evaluate_into_table(run, list(archs), RunFiles(Path("")).accuracy_split(split).name, split=split, seed=seed,
                                 bn_images=bn_images, chunk=10, progress=progress, event="verify-accuracy")
     by_id = dict(zip(table["id"].astype(str), table["top1"].astype(float)))
     return np.array([by_id[a.id] for a in archs], dtype=np.float64)

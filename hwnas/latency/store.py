@@ -29,11 +29,12 @@ import pandas as pd
 from hwnas.devices.stats import LatencyStats
 from hwnas.errors import TableError
 from hwnas.fileio import atomic_path
+from hwnas.run import RunFiles
 from hwnas.space import FLAT_COLUMNS, Arch
 
 __all__ = ["MEASUREMENTS", "MeasurementStore", "read_measurements", "stats_row"]
 
-MEASUREMENTS = "measurements.parquet"
+MEASUREMENTS = RunFiles(Path("")).measurements.name
 KINDS = ("subnet", "block", "model", "reference")
 _STAT_COLUMNS = ("median_ms", "mean_ms", "std_ms", "p90_ms", "p99_ms", "min_ms", "n", "warmup", "cv",
                  "corrected_ms", "ref_median_ms", "rounds", "rel_se", "backend", "threads", "batch", "precision",

@@ -26,7 +26,7 @@ import numpy as np
 
 from hwnas.errors import BudgetError, InputError
 from hwnas.fileio import atomic_path, json_safe
-from hwnas.run import run_lock
+from hwnas.run import RunFiles, run_lock
 from hwnas.accuracy import ensure_accuracy_predictor, measured_accuracy, regression_metrics
 from hwnas.search.algorithms import SearchRequest, algorithm_names, get_algorithm
 from hwnas.search.operators import unique_rows
@@ -38,8 +38,6 @@ from hwnas.search.verify import (DEFAULT_MARGIN, Measure, Verification, acceptan
 __all__ = ["ALGORITHMS", "SearchResult", "run_search"]
 
 ALGORITHMS = algorithm_names()
-PARETO_CSV, SEARCH_JSON, PARETO_PNG = "pareto.csv", "search.json", "pareto.png"
-EXPLORED_CSV = "explored.csv"  # a sample of the subnets the search scored (the grey cloud of plots)
 
 Progress = Callable[..., Any]  # progress(event, **fields); events: accuracy, search, verify
 AccuracyMeasure = Callable[[Sequence[Any]], np.ndarray]  # archs (the run's family's) -> measured top-1 (%)
@@ -367,10 +365,10 @@ def _write(run_dir: Path, front, doc: dict[str, Any], sample: dict[str, np.ndarr
     search sees one search's table beside another's report. Both files carry `search_id`.
     Without `plot` (drawing it is most of the writing time: ~0.2-0.7 s) no pareto.png is written
     and an earlier search's is removed, so the files present always belong together."""
-    paths = {"pareto_csv": run_dir / PARETO_CSV, "search_json": run_dir / SEARCH_JSON,
-             "explored_csv": run_dir / EXPLORED_CSV}
+    files = RunFiles(run_dir)
+    paths = {"pareto_csv": files.pareto, "search_json": files.search, "explored_csv": files.explored}
     if plot:
-        paths["pareto_png"] = run_dir / PARETO_PNG
+        paths["pareto_png"] = files.pareto_png
     search_id = uuid.uuid4().hex[:12]
     first = devices[0]
     explored = (sample[f"ms_pred:{first}"], sample["top1_pred"]) if f"ms_pred:{first}" in sample else None
@@ -388,7 +386,7 @@ def _write(run_dir: Path, front, doc: dict[str, Any], sample: dict[str, np.ndarr
                        budget_ms=budgets[first], explored=explored,
                        references=reference_models(run_dir, first), title=title)
         else:
-            (run_dir / PARETO_PNG).unlink(missing_ok=True)
+            files.pareto_png.unlink(missing_ok=True)
         doc = {"search_id": search_id, **doc, "files": {k: p.name for k, p in paths.items()}}
         tmp["search_json"].write_text(json.dumps(json_safe(doc), indent=2))
     return paths

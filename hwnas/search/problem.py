@@ -48,7 +48,9 @@ def ms_key(device: str) -> str:
 
 
 def latency_predictor_path(run_dir: str | Path, device: str) -> Path:
-    return Path(run_dir) / "predictors" / f"latency-{device}.json"
+    from hwnas.run import RunFiles
+
+    return RunFiles(Path(run_dir)).latency_predictor(device)
 
 
 def load_latency_predictor(run_dir: str | Path, device: str, width_mult: float | None = None) -> Predictor:
