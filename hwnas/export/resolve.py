@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hwnas.errors import InputError
 from hwnas.fileio import json_safe
 from hwnas.families.base import GeneArch
-from hwnas.run import RunConfig
+from hwnas.run import RunConfig, RunFiles
+from hwnas.search import columns
 from hwnas.space import Arch
 
 __all__ = ["PARETO", "ACCURACY", "Candidate", "pareto_members", "resolve_subnet"]
 
-PARETO = "pareto.csv"
-ACCURACY = "accuracy.csv"
-# Columns holding the search's predictions (first one present wins): the search writes
-# ``ms:<device>`` per device (hwnas.search.problem.ms_key) and ``top1``.
-_PRED_LATENCY = ("pred_latency_ms", "predicted_latency_ms", "latency_ms")
-_PRED_TOP1 = ("top1_pred", "top1", "pred_top1", "predicted_top1")
+PARETO = RunFiles(Path("")).pareto.name
+ACCURACY = RunFiles(Path("")).accuracy.name
 
 
 @dataclass(frozen=True)
@@ -36,20 +34,18 @@ class Candidate:
     source: str
     row: dict[str, Any] = field(default_factory=dict)
 
-    def _first(self, names: tuple[str, ...]) -> float | None:
-        for name in names:
-            value = self.row.get(name)
-            number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if number and math.isfinite(value):
-                return float(value)
-        return None
+    def _number(self, name: str) -> float | None:
+        value = self.row.get(name) if self.source == PARETO else None
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return float(value) if number and math.isfinite(value) else None
 
     def predicted_latency_ms(self, device: str) -> float | None:
-        return self._first((f"ms_pred:{device}", f"ms:{device}", *_PRED_LATENCY)) if self.source == PARETO else None
+        """The search's prediction for `device` (pareto.csv rows only)."""
+        return self._number(columns.ms_pred(device))
 
     @property
     def predicted_top1(self) -> float | None:
-        return self._first(_PRED_TOP1) if self.source == PARETO else None
+        return self._number(columns.TOP1_PRED)
 
 
 def _table(run: RunConfig, name: str, device: str | None) -> list[Candidate] | None:

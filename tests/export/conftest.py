@@ -27,8 +27,8 @@ def export_run(tmp_path_factory, tiny_supernet):
     run = open_run(tmp_path_factory.mktemp("export") / "run", tiny_supernet)
     archs = [run.space.min_arch(r=32), run.space.sample(rng=1)]
     write_arch_table(run.run_dir / "pareto.csv", archs,
-                     extra={"id": [a.id for a in archs], "top1": [40.0, 60.0],
-                            "ms:cpu-ort": [0.5, 1.5], "ms:trt": [0.1, 0.2]})
+                     extra={"id": [a.id for a in archs], "top1_pred": [40.0, 60.0],
+                            "ms_pred:cpu-ort": [0.5, 1.5], "ms_pred:trt": [0.1, 0.2]})
     return run, archs
 
 
@@ -93,5 +93,5 @@ def trained_export_run(tmp_path_factory, tiny_supernet):
                                                                "class_names")}, rng=False)
     run = open_run(tmp_path_factory.mktemp("export-trained") / "run", stem)
     write_arch_table(run.run_dir / "pareto.csv", [arch],
-                     extra={"id": [arch.id], "top1": [90.0], "ms:cpu-ort-int8": [0.5]})
+                     extra={"id": [arch.id], "top1_pred": [90.0], "ms_pred:cpu-ort-int8": [0.5]})
     return run, arch

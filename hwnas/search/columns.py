@@ -1,0 +1,20 @@
+"""The columns of pareto.csv that other stages read (export, the dashboard): one spelling, beside
+their writer (`hwnas.search.api`)."""
+
+from __future__ import annotations
+
+__all__ = ["TOP1_PRED", "TOP1_STD", "MEASURED_TOP1", "ms_pred", "measured_ms"]
+
+TOP1_PRED = "top1_pred"  # the accuracy predictor's top-1 (%), not the risk-adjusted objective
+TOP1_STD = "top1_std"
+MEASURED_TOP1 = "measured_top1"  # on the test split, for verified rows
+
+
+def ms_pred(device: str) -> str:
+    """Predicted latency (ms) on `device`."""
+    return f"ms_pred:{device}"
+
+
+def measured_ms(device: str) -> str:
+    """Measured, drift-corrected latency (ms) on `device`, for verified rows."""
+    return f"measured_ms:{device}"
