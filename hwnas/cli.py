@@ -348,43 +348,28 @@ def latency_eval(
                                          "(default ofa-mbv3). A run's is its own."),
 ) -> None:
     """Held-out accuracy of latency prediction: within ±5/10%, RMSE, MAPE, Kendall, Spearman, learning curve."""
-    import tempfile
-
-    from hwnas.latency.api import evaluate_predictor
+    from hwnas.families import DEFAULT_FAMILY, get_family
+    from hwnas.latency.api import evaluate_predictor, evaluate_run
 
     try:
         size_list = [int(v) for v in sizes.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"--sizes must be comma-separated integers, got {sizes!r}") from None
     _check_out_file(out)
-    from hwnas.families import DEFAULT_FAMILY, get_family
-
-    fam = get_family(family or DEFAULT_FAMILY)
-    with tempfile.TemporaryDirectory() as tmp:
-        if run is not None:
-            from hwnas.latency.store import read_measurements
-            from hwnas.run import open_run
-
-            if device is None:
-                raise InputError("--run needs --device")
-            cfg = open_run(run, create=False)
-            df = read_measurements(run, device=device, kind="subnet")
-            if df.empty:
-                raise InputError(f"run {run} has no subnet measurements for {device!r}; run `hwnas profile` first")
-            table, target = Path(tmp) / "measured.csv", target or "corrected_ms"
-            df.to_csv(table, index=False)
-            width_mult, classes = cfg.space.width_mult, cfg.n_classes
-            if family is not None and family != cfg.family.name:
-                raise InputError(f"run {run} is an {cfg.family.name} run; leave out --family {family}")
-            fam = cfg.family
-        elif table is None or target is None:
-            raise InputError("give --table FILE.csv --target COLUMN, or --run DIR --device D")
-        if width_mult is None:
-            width_mult = 1.0 if fam.name == DEFAULT_FAMILY else fam.default_width
-        report = evaluate_predictor(table, target, predictor_json=predictor, kind=kind, sizes=size_list,
-                                    test_fraction=test_fraction, repeats=repeats, repeat_column=repeat_column,
-                                    base=base, width_mult=width_mult, n_classes=classes, seed=seed, out_json=out,
-                                    family=fam.name)
+    settings = dict(predictor_json=predictor, kind=kind, sizes=size_list, test_fraction=test_fraction,
+                    repeats=repeats, repeat_column=repeat_column, base=base, seed=seed, out_json=out)
+    if run is not None:
+        if device is None:
+            raise InputError("--run needs --device")
+        if family is not None or width_mult is not None:
+            raise InputError("--family and --width-mult describe --table rows; a run has its own, leave them out")
+        report = evaluate_run(run, device, target or "corrected_ms", **settings)
+    elif table is None or target is None:
+        raise InputError("give --table FILE.csv --target COLUMN, or --run DIR --device D")
+    else:
+        fam = get_family(family or DEFAULT_FAMILY)
+        width = width_mult if width_mult is not None else (1.0 if fam.name == DEFAULT_FAMILY else fam.default_width)
+        report = evaluate_predictor(table, target, width_mult=width, n_classes=classes, family=fam.name, **settings)
     metrics = ("within_5", "within_10", "rmse_ms", "mape", "kendall_tau", "spearman_rho")
     if "heldout" in report:
         h = report["heldout"]
@@ -394,7 +379,8 @@ def latency_eval(
         console.print(f"repeatability ({r['column']}): {100 * r['within_5']:.1f}% within ±5%, "
                       f"{100 * r['within_10']:.1f}% within ±10%", highlight=False)
     curve = Table("train rows", "within ±5%", "within ±10%", "RMSE ms", "MAPE %", "Kendall", "Spearman",
-                  "FLOPs-only ±10%", "FLOPs-only Kendall", title=f"learning curve ({report['n_test'] if 'n_test' in report else ''} held out)".replace(" ()", ""))
+                  "FLOPs-only ±10%", "FLOPs-only Kendall", title="learning curve" + (f" ({report['learning_curve'][0]['n_test']} held out)"
+                                            if report["learning_curve"] else ""))
     for row in report["learning_curve"]:
         f = row["flops_baseline"]
         curve.add_row(str(row["n_train"]), f"{100 * row['within_5']:.1f}", f"{100 * row['within_10']:.1f}",
@@ -466,7 +452,8 @@ def profile_cmd(
     data: Optional[str] = DataOpt,
 ) -> None:
     """Measure subnets on devices into the run's measurement store (reruns skip what exists)."""
-    from hwnas.latency.profiler import ProtocolSettings, profile
+    from hwnas.profiling.protocol import ProtocolSettings
+    from hwnas.profiling.stage import profile
     from hwnas.progress import make_progress
     from hwnas.run import open_run
 
@@ -652,11 +639,20 @@ def search_cmd(
     accuracy_risk: float = typer.Option(1.0, "--accuracy-risk", help="Search on predicted top-1 minus this many "
                                         "sigmas of the predictor's uncertainty (0: the prediction alone)."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Write pareto.png (about 0.3-0.7 s)."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32, int8 (each device's <device>-int8 variant) "
+                                  "or auto (every subnet scored in both; the front says which precision each "
+                                  "point uses)."),
+    int8_samples: int = typer.Option(8, "--int8-samples", help="Subnets in the INT8 accuracy table (measured "
+                                     "when it has fewer): the drop model of int8/auto."),
 ) -> None:
     """Search the accuracy/latency Pareto front under a latency budget, then verify on the device:
     top-1 on the test split and latency with margin for measurement noise."""
     from hwnas.progress import EventProgress
     from hwnas.search import run_search
+    from hwnas.search.api import PRECISIONS
+
+    if precision not in PRECISIONS:
+        raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
 
     if workers < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
@@ -664,7 +660,8 @@ def search_cmd(
         raise InputError(f"--latency-ms must be a positive number of ms, got {latency_ms}")
     for flag, value in (("--population", population), ("--generations", generations),
                         ("--trials", trials), ("--top-k", top_k),
-                        ("--accuracy-samples", accuracy_samples), ("--accuracy-checks", accuracy_checks)):
+                        ("--accuracy-samples", accuracy_samples), ("--accuracy-checks", accuracy_checks),
+                        ("--int8-samples", int8_samples)):
         if value is not None and value < 1:
             raise InputError(f"{flag} must be at least 1, got {value}; leave it out for the default")
     for flag, value in (("--max-macs", max_macs), ("--max-params", max_params)):
@@ -679,7 +676,8 @@ def search_cmd(
                          devices_file=devices_file, progress=bar, objectives=objectives, max_macs=max_macs,
                          max_params=max_params, population=population, generations=generations,
                          n_trials=trials, accuracy_samples=accuracy_samples, accuracy_checks=accuracy_checks,
-                         latency_margin=latency_margin, accuracy_risk=accuracy_risk, plot=plot)
+                         latency_margin=latency_margin, accuracy_risk=accuracy_risk, plot=plot,
+                         precision=precision, int8_samples=int8_samples)
     _print_best(res)
     if not res.ok:
         raise typer.Exit(1)
@@ -691,14 +689,18 @@ def _top1_text(best: dict) -> str:
 
 
 def _print_best(res) -> None:
-    table = Table("id", "arch", "top-1 % pred / measured", *[f"{d} ms pred / measured" for d in res.devices],
-                  "MMACs", title=f"best subnets ({res.algo})")
+    mixed = getattr(res, "precision", "fp32") != "fp32"
+    table = Table("id", *(["precision"] if mixed else []), "arch", "top-1 % pred / measured",
+                  *[f"{d} ms pred / measured" for d in res.devices], "MMACs", title=f"best subnets ({res.algo})")
     for b in res.best:
         lat = []
         for d in res.devices:
             meas = b["measured_ms"].get(d)
-            lat.append(f"{b['ms_pred'][d]:.3f} / " + ("-" if meas is None else f"{meas:.3f}"))
-        table.add_row(b["id"], b["describe"], _top1_text(b), *lat, f"{b['macs'] / 1e6:.1f}")
+            on = b.get("latency_devices", {}).get(d, d)
+            lat.append(f"{b['ms_pred'][d]:.3f} / " + ("-" if meas is None else f"{meas:.3f}")
+                       + (f" ({on})" if on != d else ""))
+        table.add_row(b["id"], *([b.get("precision", "fp32")] if mixed else []), b["describe"], _top1_text(b),
+                      *lat, f"{b['macs'] / 1e6:.1f}")
     console.print(table)
     if res.message:
         err_console.print(res.message, highlight=False)

@@ -50,24 +50,40 @@ def _family_name(family) -> str:
     return family if isinstance(family, str) else family.name
 
 
-def read_latency_table(path: str | Path, target_column: str, width_mult: float = 1.0, family: str = MBV3
+def read_latency_table(path, target_column: str, width_mult: float = 1.0, family: str = MBV3
                        ) -> tuple[np.ndarray, np.ndarray, Any]:
     """(arch matrix int64 [n, 46] (another family's: its canonical flat rows), latencies ms [n],
-    the full DataFrame) of a measured table."""
+    the full DataFrame) of a measured table: a CSV/Parquet path, or a DataFrame already read."""
+    from hwnas.space import archs_from_frame, read_table_frame
+
     family = _family_name(family)
+    source = str(path) if isinstance(path, (str, Path)) else "the measurements"
+    df = read_table_frame(path) if isinstance(path, (str, Path)) else path
     if family != MBV3:
         from hwnas.families import get_family
-        from hwnas.space import read_table_frame
 
-        df = read_table_frame(path)
-        m = get_family(family).table_codes(df, str(path))
-        if not len(m):
-            raise TableError(f"table {path} has no rows")
-        return m, _target(df, target_column, str(path)), df
-    archs, df = read_arch_table(path, w=width_mult)
-    if not archs:
-        raise TableError(f"table {path} has no rows")
-    return SearchSpace.to_matrix(archs).astype(np.int64), _target(df, target_column, str(path)), df
+        m = get_family(family).table_codes(df, source)
+    else:
+        m = SearchSpace.to_matrix(archs_from_frame(df, w=width_mult, source=source)).astype(np.int64)
+    if not len(m):
+        raise TableError(f"table {source} has no rows")
+    return m.astype(np.int64), _target(df, target_column, source), df
+
+
+def evaluate_run(run_dir: str | Path, device: str, target: str = "corrected_ms", **settings: Any
+                 ) -> dict[str, Any]:
+    """`evaluate_predictor` on a run's subnet measurements of `device` (its family, width and
+    classes; `settings` as there)."""
+    from hwnas.latency.store import read_measurements
+    from hwnas.run import open_run
+
+    run = open_run(run_dir, create=False)
+    df = read_measurements(run_dir, device=device, kind="subnet")
+    if df.empty:
+        raise InputError(f"run {run_dir} has no subnet measurements for {device!r}; run "
+                         f"`hwnas profile --run {run_dir} --device {device}` first")
+    return evaluate_predictor(df, target, width_mult=run.space.width_mult, n_classes=run.n_classes,
+                              family=run.family.name, **settings)
 
 
 def _load_base(base: str | Path | LatencyPredictor | None) -> LatencyPredictor | None:
@@ -147,14 +163,14 @@ def _fit(kind: str | None, m: np.ndarray, y: np.ndarray, width_mult: float, n_cl
                     seed=seed, family=family)[0]
 
 
-def evaluate_predictor(table_csv: str | Path, target_column: str, *,
+def evaluate_predictor(table_csv, target_column: str, *,
                        predictor_json: str | Path | None = None, kind: str | None = None,
                        sizes: Sequence[int] = LEARNING_CURVE_SIZES, test_fraction: float = 0.25,
                        repeats: int = 1, repeat_column: str | None = None,
                        base: str | Path | LatencyPredictor | None = None, width_mult: float = 1.0,
                        n_classes: int = 1000, seed: int = 0, out_json: str | Path | None = None,
                        family: str = MBV3) -> dict[str, Any]:
-    """Held-out accuracy of latency prediction on a measured table.
+    """Held-out accuracy of latency prediction on a measured table (a path or a DataFrame).
 
     - With `predictor_json`: that predictor's metrics on every row of the table (``heldout``).
     - Learning curve: rows are shuffled (`seed`), the last `test_fraction` held out, and for each
@@ -174,12 +190,13 @@ def evaluate_predictor(table_csv: str | Path, target_column: str, *,
     family = _family_name(family)
     m, y, df = read_latency_table(table_csv, target_column, width_mult, family)
     base_pred = _load_base(base)
-    report: dict[str, Any] = {"table": str(table_csv), "target": target_column, "rows": int(len(y)),
+    source = str(table_csv) if isinstance(table_csv, (str, Path)) else "the run's measurements"
+    report: dict[str, Any] = {"table": source, "target": target_column, "rows": int(len(y)),
                               "width_mult": width_mult, "n_classes": n_classes, "seed": seed}
     if family != MBV3:
         report["family"] = family
     if repeat_column is not None:
-        y2 = _target(df, repeat_column, str(table_csv))
+        y2 = _target(df, repeat_column, source)
         report["repeatability"] = {"column": repeat_column, "within_5": within(y2, y, 0.05),
                                    "within_10": within(y2, y, 0.10), **{
                                        k: v for k, v in summary(y2, y).items()
