@@ -517,26 +517,19 @@ def supernet_eval(
     data: Optional[str] = DataOpt,
 ) -> None:
     """Top-1 of subnets taken from a trained supernet (BN recalibrated per subnet)."""
-    from hwnas.families import DEFAULT_FAMILY, get_family
-    from hwnas.families.tables import archs_frame, read_arch_frame
+    from hwnas.families.tables import archs_frame
     from hwnas.fileio import atomic_path
-    from hwnas.supernet.data import build_loaders
-    from hwnas.supernet.evaluation import evaluate_subnets
-    from hwnas.supernet.pretrained import data_config_of, load_supernet
+    from hwnas.progress import make_progress
+    from hwnas.supernet.evaluation import evaluate_checkpoint
 
     if (table is None) == (arch is None):
         raise InputError("give exactly one of --table FILE.csv or --arch JSON")
-    model, meta = load_supernet(checkpoint)
-    family = get_family(meta.get("family", DEFAULT_FAMILY))
-    space = family.space_from_dict(meta["space"])
-    archs = read_arch_frame(space, table)[0] if table else [space.validate(family.arch_from_json(arch, space.width_mult))]
-    loaders = build_loaders(data_config_of(meta, _data_config(data)))
-    from hwnas.progress import make_progress
-
+    _check_out_file(out)
     with make_progress(err_console) as bar:
-        task = bar.add_task("evaluate", total=len(archs), info="")
-        rows = evaluate_subnets(model, archs, loaders, split=split,
-                                progress=lambda done, total: bar.update(task, completed=done))
+        task = bar.add_task("evaluate", total=None, info="")
+        archs, rows = evaluate_checkpoint(checkpoint, table=table, arch_json=arch, split=split,
+                                          data=_data_config(data),
+                                          progress=lambda done, total: bar.update(task, completed=done, total=total))
     result = Table("id", "arch", f"{split} top-1 %", "loss")
     for a, r in zip(archs, rows):
         result.add_row(a.id, a.describe(), f"{r['top1']:.2f}", f"{r['loss']:.4f}")

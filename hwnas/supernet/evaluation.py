@@ -16,7 +16,7 @@ from hwnas.errors import InputError
 from hwnas.supernet.bn import evaluate, recalibrate_bn
 from hwnas.supernet.data import BN_IMAGES, Loaders, calibration_loader
 
-__all__ = ["evaluate_subnets"]
+__all__ = ["evaluate_subnets", "evaluate_checkpoint"]
 
 
 def evaluate_subnets(model: Any, archs: Sequence[Any], loaders: Loaders, *,
@@ -46,3 +46,25 @@ def evaluate_subnets(model: Any, archs: Sequence[Any], loaders: Loaders, *,
         if progress:
             progress(i + 1, len(archs))
     return rows
+
+
+def evaluate_checkpoint(checkpoint=None, *, table=None, arch_json: str | None = None, split: str = "val",
+                        data=None, progress: Callable[[int, int], Any] | None = None
+                        ) -> tuple[list[Any], list[dict[str, Any]]]:
+    """(archs, rows of `evaluate_subnets`) of the subnets in a CSV `table` (the checkpoint family's
+    flat rows, values) or one OFA JSON `arch_json`, taken from `checkpoint` (None: the shipped
+    supernet) and evaluated on `split` of its dataset or `data` (a `DataConfig`)."""
+    from hwnas.families import DEFAULT_FAMILY, get_family
+    from hwnas.families.tables import read_arch_frame
+    from hwnas.supernet.data import build_loaders
+    from hwnas.supernet.pretrained import data_config_of, load_supernet
+
+    if (table is None) == (arch_json is None):
+        raise InputError("give exactly one of --table FILE.csv or --arch JSON")
+    model, meta = load_supernet(checkpoint)
+    family = get_family(meta.get("family", DEFAULT_FAMILY))
+    space = family.space_from_dict(meta["space"])
+    archs = (read_arch_frame(space, table)[0] if table is not None
+             else [space.validate(family.arch_from_json(arch_json, space.width_mult))])
+    loaders = build_loaders(data_config_of(meta, data))
+    return archs, evaluate_subnets(model, archs, loaders, split=split, progress=progress)
