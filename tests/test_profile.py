@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hwnas.latency.profiler import ProtocolSettings, profile, select_subnets
-from hwnas.latency.store import read_measurements
+from hwnas.profiling.protocol import ProtocolSettings
+from hwnas.profiling.stage import profile, select_subnets
+from hwnas.profiling.store import read_measurements
 from hwnas.run import open_run
 from hwnas.space import SearchSpace
 from hwnas.supernet.stats import stats_frame
@@ -163,8 +164,7 @@ def test_block_profile_feeds_a_lookup_table(tmp_path, tiny_supernet):
 def test_runs_share_the_hosts_anchor_and_keep_their_own(tmp_path, tiny_supernet, monkeypatch):
     """Corrected latency = ratio x anchor, one anchor per device and run; a new run on this host
     takes the host's anchor, --recalibrate measures a fresh one, and a resumed run keeps its own."""
-    from hwnas.devices.anchors import AnchorBook
-    from hwnas.latency.profiler import run_anchor
+    from hwnas.profiling.anchors import AnchorBook, run_anchor
 
     monkeypatch.setenv("HWNAS_STATE_DIR", str(tmp_path / "state"))
     fast = ProtocolSettings(rounds=2, runs=3, warmup_runs=1, warmup_s=0.0)

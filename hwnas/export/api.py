@@ -51,8 +51,9 @@ from hwnas.fileio import atomic_write_json, scratch_prefix
 
 if TYPE_CHECKING:
     from hwnas.devices.base import Artifact, Runner
-    from hwnas.latency.profiler import ProtocolSettings
     from hwnas.families.base import GeneArch
+    from hwnas.profiling.protocol import ProtocolSettings
+    from hwnas.profiling.session import DeviceSession
     from hwnas.space import Arch
 
 __all__ = ["export_subnet", "export_pareto", "default_bundle_dir", "ProgressFn", "MAX_INT8_DROP",
@@ -176,22 +177,21 @@ class _Exporter:
                               "(only TensorRT devices get an ONNX build kit instead)")
         self.calib_batches, self.verify_images, self.measure = calib_batches, verify_images, measure
         if protocol is None:
-            from hwnas.latency.profiler import ProtocolSettings
+            from hwnas.profiling.protocol import ProtocolSettings
 
             protocol = ProtocolSettings()
         self.protocol = protocol
         self.progress, self.total, self.done = progress, _STEPS, 0
         self._tmp = Path(tempfile.mkdtemp(prefix=scratch_prefix("export")))
-        self._reference: Runner | None = None
-        self._anchor_ms: float | None = None
+        self._session: DeviceSession | None = None  # measures beside the run's reference
         self._loaded: tuple[Any, dict[str, Any], Any, Any] | None = None
 
     def __enter__(self) -> _Exporter:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._reference is not None:
-            self._reference.close()
+        if self._session is not None:
+            self._session.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def _step(self, arch: Arch | GeneArch, message: str) -> None:
@@ -359,9 +359,9 @@ class _Exporter:
 
     def _latency(self, compiled: _Compiled, arch: Arch | GeneArch, cand: Candidate, report: Report
                  ) -> dict[str, Any]:
-        """Measured (drift-corrected, beside the profiler's reference), profiled and predicted."""
-        from hwnas.devices import measure_many
-
+        """Measured (drift-corrected, beside the run's reference, on the run's anchor: the
+        measuring session's one call, as profiling and search verification measure), profiled
+        and predicted."""
         out: dict[str, Any] = {"measured": None,
                                "predicted_ms": cand.predicted_latency_ms(self.device.name),
                                "profiled": _profiled(self.run.run_dir, self.device.name, arch.id)}
@@ -372,9 +372,7 @@ class _Exporter:
             out["note"] = "not measured (measure=False)"
         else:
             try:
-                reference = self._reference_runner()  # also reads the run's anchor
-                stats = measure_many({arch.id: runner}, reference, anchor_ms=self._anchor_ms,
-                                     **self.protocol.kwargs())[arch.id]
+                stats = self._measuring().measure(arch.id, runner)
             except HwnasError as err:
                 report.add({"name": "latency", "passed": False, "detail":
                             f"measuring the latency on '{self.device.name}' failed: {err}"})
@@ -388,21 +386,21 @@ class _Exporter:
                                   f"'{self.device.name}'"})
         return out
 
-    def _reference_runner(self) -> Runner:
-        """The profiler's reference subnet on this device, compiled once per session, and the
-        run's anchor for the device (`_anchor_ms`: measurements land on the scale the run's
-        predictor learned; None when the device was never profiled in this run)."""
-        if self._reference is None:
-            import torch
+    def _measuring(self) -> DeviceSession:
+        """The device's measuring session (`hwnas.profiling.session`), opened once per export
+        session: the reference compiled once into this export's scratch folder (INT8 devices:
+        calibrated on the training images the exported models calibrate on) and the run's
+        anchor (None when the device was never profiled in this run)."""
+        if self._session is None:
+            from hwnas.profiling.session import open_session
 
-            from hwnas.latency.profiler import build_timing_subnet, reference_arch, run_anchor
+            def calibration() -> np.ndarray:
+                return _images(self._supernet()[3].dataset, _CALIB_IMAGES, None)[0]
 
-            self._anchor_ms = run_anchor(self.run.run_dir, self.device.name, self.run.space)
-            ref = reference_arch(self.run.space)
-            self._reference = self.backend.compile_and_load(
-                build_timing_subnet(ref, self.run.n_classes), torch.zeros(1, 3, ref.r, ref.r),
-                self._tmp / "reference")
-        return self._reference
+            self._session = open_session(self.run, self.device, backend=self.backend,
+                                         protocol=self.protocol, workdir=self._tmp,
+                                         calibration=calibration)
+        return self._session
 
     def _meta(self, cand: Candidate, meta: dict[str, Any], loaders: Any, accuracy: dict[str, Any],
               compiled: _Compiled, latency: dict[str, Any], report: Report, status: str

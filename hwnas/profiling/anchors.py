@@ -16,6 +16,10 @@ Scope:
     arch and the number of classes. So runs on one host share one scale. The first run with a
     new key calibrates it; ``hwnas profile --recalibrate`` measures a fresh anchor for new runs.
   - remote agents are calibrated per run (the book is for this host's devices).
+
+The reference itself (`reference_arch`: the space's smallest subnet at the middle resolution,
+with fixed random weights, `build_timing_subnet`) is what every measurement of a run is timed
+beside; `hwnas.profiling.session` keeps it compiled and loaded for one device.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from hwnas.devices.stats import LatencyStats
 from hwnas.errors import ConfigError
 from hwnas.fileio import atomic_write_json, file_lock, state_dir
 
-__all__ = ["AnchorBook", "anchor_key"]
+__all__ = ["AnchorBook", "anchor_key", "reference_arch", "reference_key", "run_anchor", "build_timing_subnet"]
 
 _FORMAT = "hwnas-anchors/1"
 
@@ -85,3 +89,28 @@ class AnchorBook:
         except OSError as err:
             raise ConfigError(f"cannot write the anchor book {self.path} ({err.strerror or err}); "
                               "set HWNAS_STATE_DIR to a writable folder") from None
+
+
+def reference_arch(space: Any) -> Any:
+    """The fixed reference model: the smallest subnet at the middle resolution."""
+    rs = space.r_choices
+    return space.min_arch(r=rs[len(rs) // 2])
+
+
+def reference_key(space: Any) -> str:
+    """Store key of the reference's own measurement (the device's anchor in this run)."""
+    return f"reference:{reference_arch(space).id}"
+
+
+def run_anchor(run_dir: str | Path, device: str, space: Any) -> float | None:
+    """The run's anchor for `device` (ms), or None before the device's first profile."""
+    from hwnas.profiling.store import read_measurements
+
+    df = read_measurements(run_dir, device=device, kind="reference")
+    df = df[df["key"] == reference_key(space)] if not df.empty else df
+    return None if df.empty else float(df["median_ms"].iloc[0])
+
+
+def build_timing_subnet(arch: Any, n_classes: int) -> Any:
+    """A subnet (of any family) with fixed random weights: what profiling compiles and times."""
+    return arch.family.static_subnet(arch, n_classes)

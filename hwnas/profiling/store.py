@@ -5,7 +5,7 @@ of the run's family, as values: ``r, ks_0..ks_19, e_0..e_19, d_0..d_4`` for OFA-
 family's `flat_columns` for the others; a run has one family, so one set of columns),
 a single block for lookup tables (`kind="block"`), a reference model such as a timm network
 (`kind="model"`), or the profiler's reference subnet, whose latency is the device's anchor in this
-run (`kind="reference"`, see `hwnas.devices.anchors`). Columns: identity (`device`, `kind`,
+run (`kind="reference"`, see `hwnas.profiling.anchors`). Columns: identity (`device`, `kind`,
 `key`), the arch's flat columns (-1 when not a subnet), `params`, `macs`, the `LatencyStats`
 fields (`corrected_ms` is what predictors learn), how they were taken, and `block` (JSON of a
 block's description) / `meta` (JSON).

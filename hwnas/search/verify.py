@@ -63,9 +63,11 @@ class Verification:
 
 def device_measure(run, devices_file=None, protocol=None, progress: Callable[..., Any] | None = None
                    ) -> Measure:
-    """Measure with the device's backend into the run's store (`measure_subnets`); the store keeps
-    what was measured, so re-verifying the same subnet is free."""
-    from hwnas.latency.profiler import ProtocolSettings, measure_subnets
+    """Measure with the device's backend into the run's store (`hwnas.profiling.measure_subnets`:
+    compiled and timed in a measuring session beside the run's reference, as profiling and export
+    measure); the store keeps what was measured, so re-verifying the same subnet is free."""
+    from hwnas.profiling.protocol import ProtocolSettings
+    from hwnas.profiling.stage import measure_subnets
 
     def measure(device: str, archs: Sequence[Any]) -> np.ndarray:
         def cb(dev: str, done: int, total: int, key: str) -> None:
