@@ -10,6 +10,7 @@ replacing any whose latency does not hold with margin for the protocol's noise),
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import platform
@@ -31,13 +32,15 @@ from hwnas.accuracy import ensure_accuracy_predictor, measured_accuracy, regress
 from hwnas.search.algorithms import SearchRequest, algorithm_names, get_algorithm
 from hwnas.search.operators import unique_rows
 from hwnas.search.pareto import front_mask, hypervolume
-from hwnas.search.problem import TOP1, Batch, Problem, SearchOutcome, load_latency_predictor, ms_key
+from hwnas.search.problem import (TOP1, Batch, PredictorMissing, Problem, SearchOutcome, latency_predictor_path,
+                                  load_latency_predictor, ms_key)
 from hwnas.search.verify import (DEFAULT_MARGIN, Measure, Verification, acceptance_rule, device_measure,
                                  verify_candidates)
 
-__all__ = ["ALGORITHMS", "SearchResult", "run_search"]
+__all__ = ["ALGORITHMS", "PRECISIONS", "SearchResult", "run_search"]
 
 ALGORITHMS = algorithm_names()
+PRECISIONS = ("fp32", "int8", "auto")
 
 Progress = Callable[..., Any]  # progress(event, **fields); events: accuracy, search, verify
 AccuracyMeasure = Callable[[Sequence[Any]], np.ndarray]  # archs (the run's family's) -> measured top-1 (%)
@@ -60,6 +63,7 @@ class SearchResult:
     paths: dict[str, Path] = field(default_factory=dict)
     message: str = ""
     accuracy_report: dict[str, Any] = field(default_factory=dict)  # the accuracy predictor's selection
+    precision: str = "fp32"  # what was asked: fp32, int8 or auto (each best entry says its own)
 
     @property
     def ok(self) -> bool:
@@ -95,7 +99,8 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
                measure: Measure | None = None, max_measure: int | None = None,
                measure_accuracy: AccuracyMeasure | None = None, accuracy_checks: int | None = None,
                latency_margin: float = DEFAULT_MARGIN, accuracy_risk: float = 1.0,
-               plot: bool = True) -> SearchResult:
+               plot: bool = True, precision: str = "fp32", int8_samples: int = 8, int8_drop=None,
+               measure_int8_accuracy: AccuracyMeasure | None = None) -> SearchResult:
     """Search the run's supernet for subnets meeting `latency_ms` on `device` (or one budget per
     device in a list) and write pareto.csv, search.json and pareto.png into the run.
 
@@ -109,10 +114,23 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     evaluated on the test split and ordered by measured top-1 (`measure_accuracy` replaces the
     supernet in tests); then they are measured on each device (`measure` replaces the real device)
     until `top_k` hold every budget with `latency_margin` (see `hwnas.search.verify`).
+
+    `precision`: "fp32" (the devices as named), "int8" (each device's INT8 variant,
+    ``<device>-int8``: its latency predictor, and verification on it) or "auto" (every subnet
+    scored in both; the front holds (subnet, precision) points). INT8 top-1 is the predicted fp32
+    top-1 minus the drop model of the first device's INT8 variant (`hwnas.accuracy.int8`; its
+    table is measured on `int8_samples` subnets when shorter; `int8_drop` replaces the model in
+    tests). Each precision is searched on its own (same algorithm and seed) and the archives are
+    merged into one front, so every algorithm runs unchanged. INT8 candidates are verified on the
+    INT8 device, and their measured top-1 is the quantized artifact's on the test split
+    (`measure_int8_accuracy` replaces it in tests). pareto.csv says each row's ``precision`` and
+    the device its latency belongs to (``ms_device``, ``ms_device:<device>``); its latency columns
+    stay named by the devices given.
     """
     from hwnas.run import open_run
 
     t0 = time.perf_counter()
+    precs = _precisions(precision)
     run = open_run(run_dir, create=False)
     run_dir = Path(run_dir)
     budgets = _as_budgets(device, latency_ms)
@@ -125,45 +143,87 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
         raise InputError(f"--top-k must be at least 1, got {top_k}")
     if not 0.0 <= latency_margin < 0.5:
         raise InputError(f"--latency-margin must be within [0, 0.5) (a fraction: 0.02 is 2%), got {latency_margin}")
-    latency = {d: load_latency_predictor(run_dir, d, run.space.width_mult) for d in devices}
+    if int8_samples < 1:
+        raise InputError(f"--int8-samples must be at least 1, got {int8_samples}")
+    variants = _variants(devices, precs, devices_file)
+    latency = {p: {d: _load_latency(run_dir, variants[p][d], d, run.space.width_mult) for d in devices}
+               for p in precs}
     accuracy = ensure_accuracy_predictor(run, accuracy_samples, seed=seed, progress=progress)
-    problem = Problem(run.space, accuracy, latency, budgets, objectives=tuple(objectives or ()),
-                      n_classes=run.n_classes, max_macs=max_macs, max_params=max_params,
-                      accuracy_risk=accuracy_risk)
-    fastest = problem.check_budgets()
+    drop = None
+    if "int8" in precs:
+        from hwnas.accuracy.int8 import ensure_int8_drop_model
+
+        drop = int8_drop or ensure_int8_drop_model(run, variants["int8"][devices[0]], int8_samples, seed=seed,
+                                                   devices_file=devices_file, progress=progress)
+    problems = {p: Problem(run.space, accuracy, latency[p], budgets, objectives=tuple(objectives or ()),
+                           n_classes=run.n_classes, max_macs=max_macs, max_params=max_params,
+                           accuracy_risk=accuracy_risk, top1_drop=drop if p == "int8" else None)
+                for p in precs}
+    fastest, skipped = _check_budgets(problems, variants)
+    problems = {p: pr for p, pr in problems.items() if p not in skipped}
+    problem = next(iter(problems.values()))  # objectives, reference point, budgets: the same for every precision
     t = time.perf_counter()
-    problem.prepare()  # the fused tables: built once, before the search clock starts
+    for pr in problems.values():
+        pr.prepare()  # the fused tables: built once, before the search clock starts
     prepare_s = time.perf_counter() - t
 
-    t = time.perf_counter()
-    outcome, settings = algorithm.run(problem, request, progress)
-    search_s, counters = time.perf_counter() - t, problem.counters()
-    split = problem.time_split(search_s)
-    feasible, table, on_front, cand = _candidates(problem, outcome.archive, pareto, top_k, fastest)
+    archives, outcomes, settings, search_s = [], {}, None, 0.0
+    for p, pr in problems.items():
+        req = request if p == "fp32" else dataclasses.replace(  # an INT8 search is an Optuna study of its own
+            request, study_name=(request.study_name or study_name_of(algorithm.name, pr)) + "-int8")
+        t = time.perf_counter()
+        outcome, st = algorithm.run(pr, req, progress)
+        search_s += time.perf_counter() - t
+        outcome.archive.cols[_INT8] = np.full(len(outcome.archive), float(p == "int8"))
+        archives.append(outcome.archive)
+        outcomes[p] = outcome
+        settings = settings or st
+    counters = {k: sum(pr.counters()[k] for pr in problems.values()) for k in problem.counters()}
+    split = {k: round(sum(pr.time_split(0.0)[k] for pr in problems.values()), 4)
+             for k in ("accuracy_predictor_s", "latency_predictor_s")}
+    split["bookkeeping_s"] = round(max(search_s - sum(split.values()), 0.0), 4)
+    archive = Batch.concat(archives, width=archives[0].m.shape[1])
+    outcome = _merged_outcome(outcomes, archive)
+    feasible, table, on_front, cand = _candidates(problem, archive, pareto, top_k, fastest)
+    prec_of = _precision_of(table)
 
     t = time.perf_counter()
     ver, top1_measured, first_try = Verification(), {}, None
     if verify:
         measure_accuracy = measure_accuracy or (lambda archs: measured_accuracy(
             run, archs, split=ACCURACY_SPLIT, progress=progress))
+        if "int8" in problems:
+            from hwnas.accuracy.int8 import quantized_top1
+
+            dev8 = variants["int8"][devices[0]]
+            measure_int8_accuracy = measure_int8_accuracy or (lambda archs: quantized_top1(
+                run, archs, dev8, devices_file=devices_file, progress=progress))
+        top1_of = {"fp32": measure_accuracy, "int8": measure_int8_accuracy}
         archs = problem.space.from_matrix(table.m)
+
+        def measure_top1(rows: list[int]) -> None:
+            for p in problems:
+                mine = [i for i in rows if prec_of[i] == p]
+                if mine:
+                    top1_measured.update(zip(mine, top1_of[p]([archs[i] for i in mine])))
+
         guarded = [i for i in cand if all(table.cols[ms_key(d)][i] * (1 + latency_margin) <= b
                                           for d, b in budgets.items())]
         checked = (guarded or cand)[:accuracy_checks or 3 * top_k]
-        top1_measured = dict(zip(checked, measure_accuracy([archs[i] for i in checked])))
+        measure_top1(checked)
         # measured accuracy decides the order; unmeasured candidates follow in predicted order
         cand = sorted(checked, key=lambda i: -top1_measured[i]) + [i for i in cand if i not in top1_measured]
         measure = measure or device_measure(run, devices_file, protocol, progress)
-        ver = verify_candidates(problem, table.take(np.array(cand)), top_k, measure, max_measure=max_measure,
-                                margin=latency_margin)
-        first_try = ver.first_try_share(top_k)
-        ver = _positions(ver, cand)
+        ver = _verify(problems, table, prec_of, cand, top_k, measure, variants, max_measure, latency_margin)
+        first = list(ver.measured)[:top_k]  # in candidate order: the predictor's own satisfaction
+        first_try = sum(i in ver.accepted for i in first) / len(first) if first else None
         late = [i for i in ver.measured if i not in top1_measured]  # replacements beyond the checked
         if late:
-            top1_measured.update(zip(late, measure_accuracy([archs[i] for i in late])))
+            measure_top1(late)
     verify_s = time.perf_counter() - t
     chosen = ver.accepted if verify else cand[:top_k]
-    front = _frame(problem, table, on_front, ver.measured, chosen, run.n_classes, top1_measured)
+    front = _frame(problems, table, prec_of, on_front, ver.measured, chosen, run.n_classes, top1_measured,
+                   variants)
     ref = problem.reference_point()
     metrics = {
         "hypervolume": hypervolume(problem.loss(table.take(np.flatnonzero(on_front))), ref),
@@ -171,43 +231,170 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
         "front_size": int(on_front.sum()), "feasible_scored": int(len(feasible)),
         "scored": int(len(outcome.archive)), **counters,
         "wall_s": round(time.perf_counter() - t0, 3), "search_s": round(search_s, 3),
-        "verify_s": round(verify_s, 3), "prepare_s": round(prepare_s, 3), "fastest_predicted_ms": fastest, "tabulated_costs": problem.tabulated(),
+        "verify_s": round(verify_s, 3), "prepare_s": round(prepare_s, 3), "fastest_predicted_ms": fastest,
+        "tabulated_costs": problem.tabulated(),
         "cost_paths": problem.cost_paths(), "fast_paths": problem.fast_paths(),
         "time_split": split,
         "measured": ver.n_measured, "accepted": len(ver.accepted),
         "first_try_within_budget": first_try,
         "best_top1_objective": float(feasible.cols[TOP1].max()),
     }
+    if len(precs) > 1:
+        metrics["by_precision"] = {p: {"scored": int((archive.cols[_INT8] == (p == "int8")).sum()),
+                                       "front_size": int(sum(on_front[i] for i in range(len(table))
+                                                             if prec_of[i] == p)),
+                                       "skipped": skipped.get(p)} for p in precs}
     verification = {"latency": {"rule": acceptance_rule(latency_margin), "margin": latency_margin,
                                 "measured": ver.n_measured, "accepted": len(ver.accepted)},
-                    "accuracy": _accuracy_report(problem, table, top1_measured, chosen)} if verify else None
+                    "accuracy": _accuracy_report(problems, table, prec_of, top1_measured, chosen)} if verify else None
     chosen_archs = problem.space.from_matrix(table.m[chosen]) if chosen else []
-    chosen_rows = front.set_index("id").loc[[a.id for a in chosen_archs]].reset_index()
-    best = [_best_entry(row, arch, devices, verify)
-            for (_, row), arch in zip(chosen_rows.iterrows(), chosen_archs)]
+    keyed = front.set_index(["id", PRECISION])
+    chosen_rows = [keyed.loc[(a.id, prec_of[i])] for a, i in zip(chosen_archs, chosen)]
+    best = [_best_entry(row, arch, devices, verify, prec_of[i], variants)
+            for row, arch, i in zip(chosen_rows, chosen_archs, chosen)]
     doc = _report(problem, devices, budgets, settings, metrics, best, ver, outcome, accuracy, storage, pareto,
                   top_k, seed, verify, verification)
-    paths = _write(run_dir, front, doc, _explored(problem, feasible, devices), devices, budgets,
-                   title=f"{settings.get('mode', settings['algo'])}: accuracy vs latency on {devices[0]}",
+    doc["settings"]["precision"] = precision
+    doc["precision"] = _precision_report(precision, precs, variants, drop, skipped)
+    paths = _write(run_dir, front, doc, _explored(problems, feasible, devices), devices, budgets,
+                   title=f"{settings.get('mode', settings['algo'])}: accuracy vs latency on {devices[0]}"
+                         + ("" if precs == ["fp32"] else f" ({precision})"),
                    plot=plot)
     return SearchResult(run_dir, algo, devices, budgets, best, front, metrics, ver.records, paths,
                         _message(verify, top_k, len(ver.accepted), ver, budgets),
-                        getattr(accuracy, "meta", {}).get("metrics") or {})
+                        getattr(accuracy, "meta", {}).get("metrics") or {}, precision=precision)
 
 
-def _positions(ver: Verification, order: list[int]) -> Verification:
-    """`verify_candidates` numbers candidates in the order it was given; map back to table rows."""
-    return Verification(ver.records, [order[i] for i in ver.accepted],
-                        {order[i]: ms for i, ms in ver.measured.items()})
+_INT8 = "int8"  # Batch column of a merged archive: 1.0 where the row is scored in INT8
+PRECISION = "precision"  # pareto.csv: the precision a row is scored (and verified) in
 
 
-def _accuracy_report(problem: Problem, table: Batch, measured: dict[int, float], chosen: list[int]
-                     ) -> dict[str, Any]:
-    """Predicted vs measured top-1 of every evaluated candidate and of the returned ones."""
+def _precisions(precision: str) -> list[str]:
+    if precision not in PRECISIONS:
+        raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return ["fp32", "int8"] if precision == "auto" else [precision]
+
+
+def _variants(devices: list[str], precs: list[str], devices_file) -> dict[str, dict[str, str]]:
+    """precision -> device -> the device whose latency (and measurements) that precision uses:
+    the device itself in fp32, its INT8 variant (``<device>-int8``) in int8."""
+    out = {"fp32": {d: d for d in devices}}
+    if "int8" in precs:
+        from hwnas.accuracy.int8 import int8_variant
+
+        out["int8"] = {d: int8_variant(d, devices_file) for d in devices}
+        if "fp32" in precs:
+            same = [d for d in devices if out["int8"][d] == d]
+            if same:
+                raise InputError(f"--precision auto scores each subnet in fp32 and in INT8, but '{same[0]}' is "
+                                 f"an INT8 device; name its fp32 device (--precision int8 searches INT8 only)")
+    return {p: out[p] for p in precs}
+
+
+def _load_latency(run_dir: Path, device: str, base: str, width_mult: float):
+    if device != base and not latency_predictor_path(run_dir, device).exists():
+        raise PredictorMissing(
+            f"no latency predictor for '{device}' (the INT8 variant of '{base}') in {run_dir}: profile it with "
+            f"`hwnas profile --run {run_dir} --device {device}`, then fit it with "
+            f"`hwnas latency fit --run {run_dir} --device {device}`")
+    return load_latency_predictor(run_dir, device, width_mult)
+
+
+def _check_budgets(problems: dict[str, Problem], variants: dict[str, dict[str, str]]
+                   ) -> tuple[dict[str, float], dict[str, str]]:
+    """(each device's fastest predicted ms over the precisions, precisions no subnet can meet the
+    budgets in -> why). Raises when no precision can."""
+    fastest: dict[str, float] = {}
+    skipped: dict[str, str] = {}
+    errors = []
+    for p, pr in problems.items():
+        try:
+            for d, ms in pr.check_budgets().items():
+                fastest[d] = min(fastest.get(d, math.inf), ms)
+        except BudgetError as err:
+            msg = str(err) if p == "fp32" else (f"{err} (in INT8: latencies predicted for "
+                                                f"{', '.join(sorted(set(variants[p].values())))})")
+            skipped[p] = msg
+            errors.append(msg)
+    if len(skipped) == len(problems):
+        raise BudgetError(errors[0] if len(errors) == 1 else "; ".join(errors))
+    return fastest, skipped
+
+
+def study_name_of(algo: str, problem: Problem) -> str:
+    from hwnas.search.algorithms import study_name
+
+    return study_name(algo, problem)
+
+
+def _merged_outcome(outcomes: dict[str, SearchOutcome], archive: Batch) -> SearchOutcome:
+    if len(outcomes) == 1:
+        only = next(iter(outcomes.values()))
+        return SearchOutcome(archive, only.history, only.info)
+    first = next(iter(outcomes.values()))
+    return SearchOutcome(archive, first.history, {"by_precision": {p: o.info for p, o in outcomes.items()}})
+
+
+def _precision_of(table: Batch) -> list[str]:
+    return ["int8" if v else "fp32" for v in table.cols[_INT8]]
+
+
+def _verify(problems: dict[str, Problem], table: Batch, prec_of: list[str], cand: list[int], top_k: int,
+            measure: Measure, variants: dict[str, dict[str, str]], max_measure: int | None,
+            margin: float) -> Verification:
+    """`verify_candidates` per precision: each candidate is measured on its precision's devices
+    (int8 rows on the INT8 variants). The first `top_k` candidates (best first) say how many
+    each precision must return; a precision that falls short passes its share to the next best
+    candidates of any precision, within `max_measure` (default 3 * top_k) measurements in all.
+    Returns table rows."""
+    most = max_measure or 3 * top_k
+    out = Verification()
+    left = list(cand)
+    while len(out.accepted) < top_k and left and out.n_measured < most:
+        want = top_k - len(out.accepted)
+        share = {p: sum(prec_of[i] == p for i in left[:want]) for p in problems}
+        for p, n in share.items():
+            rows = [i for i in left if prec_of[i] == p]
+            budget = most - out.n_measured
+            if n == 0 or not rows or budget <= 0:
+                continue
+
+            def measure_p(d: str, archs, p=p):
+                return measure(variants[p][d], archs)
+
+            ver = verify_candidates(problems[p], table.take(np.array(rows)), n, measure_p, max_measure=budget,
+                                    margin=margin)
+            for rec in ver.records:
+                rec["precision"], rec["device"] = p, variants[p][rec["device"]]
+            out.records.extend(ver.records)
+            out.accepted.extend(rows[i] for i in ver.accepted)
+            out.measured.update({rows[i]: ms for i, ms in ver.measured.items()})
+        left = [i for i in left if i not in out.measured]
+    order = {i: k for k, i in enumerate(cand)}
+    out.accepted = sorted(out.accepted, key=order.__getitem__)[:top_k]
+    out.measured = dict(sorted(out.measured.items(), key=lambda kv: order[kv[0]]))
+    return out
+
+
+def _estimate(problems: dict[str, Problem], m: np.ndarray, prec: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(top-1, sigma) of rows `m`, each in its precision (`Problem.top1_estimate`)."""
+    prec = np.asarray(prec, dtype=object)
+    mean, std = np.full(len(m), np.nan), np.full(len(m), np.nan)
+    for p, pr in problems.items():
+        rows = np.flatnonzero(prec == p)
+        if len(rows):
+            mean[rows], std[rows] = pr.top1_estimate(np.asarray(m)[rows])
+    return mean, std
+
+
+def _accuracy_report(problems: dict[str, Problem], table: Batch, prec_of: list[str], measured: dict[int, float],
+                     chosen: list[int]) -> dict[str, Any]:
+    """Predicted vs measured top-1 of every evaluated candidate and of the returned ones (INT8
+    rows: the drop-adjusted prediction vs the quantized artifact's measured top-1)."""
     def compare(rows: list[int]) -> dict[str, Any] | None:
         if not rows:
             return None
-        pred = problem.top1_estimate(table.m[rows])[0]
+        pred = _estimate(problems, table.m[rows], [prec_of[i] for i in rows])[0]
         true = np.array([measured[i] for i in rows])
         return regression_metrics(pred, true)
 
@@ -223,7 +410,9 @@ def _candidates(problem: Problem, archive: Batch, pareto: bool, top_k: int, fast
     candidates; which of those are on the front; candidate positions in `table`, best first).
 
     Candidates are the front's members (`pareto`) or every feasible subnet, by predicted top-1."""
-    uniq = archive.take(unique_rows(archive.m))
+    tag = archive.cols.get(_INT8)  # (subnet, precision) points are distinct
+    key = archive.m if tag is None else np.column_stack([archive.m, tag.astype(archive.m.dtype)])
+    uniq = archive.take(unique_rows(key))
     feasible = uniq.take(np.flatnonzero(uniq.feasible))
     if not len(feasible):
         raise BudgetError(f"the search found no subnet meeting {_budget_text(dict(problem.budgets))}; the "
@@ -253,10 +442,13 @@ def _message(verify: bool, top_k: int, n_ok: int, ver: Verification, budgets: di
     return f"{n_ok} subnets met {_budget_text(budgets)} when measured ({ver.n_measured} measured)"
 
 
-def _frame(problem: Problem, table: Batch, on_front: np.ndarray, measured: dict[int, dict[str, float]],
-           chosen: list[int], n_classes: int, top1_measured: dict[int, float]):
+def _frame(problems: dict[str, Problem], table: Batch, prec_of: list[str], on_front: np.ndarray,
+           measured: dict[int, dict[str, float]], chosen: list[int], n_classes: int,
+           top1_measured: dict[int, float], variants: dict[str, dict[str, str]]):
     """The pareto.csv table: front rows plus the other candidates that were measured or chosen;
-    predicted and measured values side by side."""
+    predicted and measured values side by side; each row's precision and the device its latency
+    belongs to."""
+    problem = next(iter(problems.values()))
     from hwnas.accuracy.features import params_macs
     from hwnas.accuracy.table import values_frame
 
@@ -268,12 +460,17 @@ def _frame(problem: Problem, table: Batch, on_front: np.ndarray, measured: dict[
     first, *others = problem.devices
     out = values_frame(problem.space, m)  # the family's flat columns, as values
     out["id"] = ids
-    out["top1_pred"], out["top1_std"] = problem.top1_estimate(m)
+    prec = [prec_of[int(i)] for i in rows]
+    out[PRECISION] = prec
+    out["top1_pred"], out["top1_std"] = _estimate(problems, m, prec)
     out["top1_objective"] = table.cols[TOP1][rows]
     out["measured_top1"] = [top1_measured.get(int(i), np.nan) for i in rows]
     out["ms_pred"] = table.cols[ms_key(first)][rows]
     for d in problem.devices:  # per-device columns too, so the file names its devices
         out[f"ms_pred:{d}"] = table.cols[ms_key(d)][rows]
+    out["ms_device"] = [variants[p][first] for p in prec]  # the device the latencies are of
+    for d in problem.devices:
+        out[f"ms_device:{d}"] = [variants[p][d] for p in prec]
     out["macs"], out["params"] = macs.astype(np.int64), params.astype(np.int64)
     out["measured_ms"] = [measured.get(int(i), {}).get(first, np.nan) for i in rows]
     for d in problem.devices:
@@ -290,9 +487,12 @@ def _frame(problem: Problem, table: Batch, on_front: np.ndarray, measured: dict[
     return out.sort_values(["ms_pred", "top1_pred"]).reset_index(drop=True)
 
 
-def _best_entry(row, arch, devices: list[str], verify: bool) -> dict[str, Any]:
+def _best_entry(row, arch, devices: list[str], verify: bool, precision: str = "fp32",
+                variants: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
     first, *others = devices
-    entry = {"id": row["id"], "arch": arch.to_ofa_dict(), "describe": arch.describe(),
+    entry = {"id": arch.id, "precision": precision,
+             "latency_devices": {d: (variants or {}).get(precision, {}).get(d, d) for d in devices},
+             "arch": arch.to_ofa_dict(), "describe": arch.describe(),
              "top1_pred": float(row["top1_pred"]), "top1_std": _num(row["top1_std"]),
              "measured_top1": _num(row["measured_top1"]), "ms_pred": {first: float(row["ms_pred"])},
              "measured_ms": {first: _num(row["measured_ms"])}, "macs": int(row["macs"]),
@@ -348,13 +548,33 @@ def _report(problem: Problem, devices: list[str], budgets: dict[str, float], set
     }
 
 
-def _explored(problem: Problem, feasible: Batch, devices: list[str], most: int = 5000) -> dict[str, np.ndarray]:
+def _explored(problems: dict[str, Problem], feasible: Batch, devices: list[str], most: int = 5000
+              ) -> dict[str, np.ndarray]:
     """Up to `most` of the feasible subnets the search scored, evenly spaced: their predicted top-1
     (the predictor's own, as pareto.csv reports it, not the risk-adjusted objective) and latency
-    on each device (explored.csv; the grey cloud of pareto.png and of the dashboard)."""
+    on each device (explored.csv; the grey cloud of pareto.png and of the dashboard), and the
+    precision each is scored in."""
     step = max(1, len(feasible) // most)
-    out = {"top1_pred": problem.top1_estimate(feasible.m[::step])[0]}
+    prec = _precision_of(feasible.take(np.arange(0, len(feasible), step)))
+    out = {"top1_pred": _estimate(problems, feasible.m[::step], prec)[0]}
     out.update({f"ms_pred:{d}": feasible.cols[ms_key(d)][::step] for d in devices if ms_key(d) in feasible.cols})
+    out[PRECISION] = np.asarray(prec, dtype=object)
+    return out
+
+
+def _precision_report(precision: str, precs: list[str], variants: dict[str, dict[str, str]], drop,
+                      skipped: dict[str, str]) -> dict[str, Any]:
+    """search.json's ``precision`` block: what was searched in which precision, on which
+    devices' predictors, and how INT8 top-1 was estimated and measured."""
+    out: dict[str, Any] = {"asked": precision, "searched": [p for p in precs if p not in skipped],
+                           "skipped": skipped or None, "latency_devices": variants}
+    if drop is not None:
+        out["int8_accuracy"] = {
+            "drop_model": drop.describe() if hasattr(drop, "describe") else {"kind": type(drop).__name__},
+            "predicted": "top1_pred of an int8 row = the fp32 accuracy predictor's top-1 minus the predicted "
+                         "drop; top1_std adds the drop's sigma in quadrature",
+            "measured": "measured_top1 of an int8 row is the quantized artifact's own top-1 on the test split "
+                        "(compiled for the INT8 device like an INT8 export, calibrated on training images)"}
     return out
 
 

@@ -126,7 +126,12 @@ class Problem:
 
     With `accuracy_risk` k > 0 and a predictor that knows its spread, the top-1 objective is the
     pessimistic ``mean - k * sigma``: a search that maximises the mean is drawn to where the
-    predictor errs high (the winner's curse), most of all where it extrapolates."""
+    predictor errs high (the winner's curse), most of all where it extrapolates.
+
+    With `top1_drop` (an object with ``predict_with_std(m) -> (drop, sigma)`` in top-1 points)
+    the problem scores subnets in INT8: top-1 is the accuracy predictor's minus the predicted drop,
+    and the two sigmas add in quadrature. The latency predictors are then the INT8 devices' (the
+    budgets stay keyed by the device names the caller gives them)."""
 
     space: Any  # the run's space, any family (`SearchSpace` for OFA-MobileNetV3, else `FamilySpace`)
     accuracy: Predictor
@@ -137,6 +142,7 @@ class Problem:
     max_macs: float | None = None
     max_params: float | None = None
     accuracy_risk: float = 0.0
+    top1_drop: Any = None  # INT8 points: a drop model (`hwnas.accuracy.int8.Int8DropModel`)
     use_tables: bool = True
     memo: bool = True
     acc_calls: int = 0
@@ -303,6 +309,13 @@ class Problem:
         return out
 
     def _objective(self, m: np.ndarray, idx: SlotIndex | None = None) -> np.ndarray:
+        if self.top1_drop is not None:
+            mean, std = self._mean_std(m, idx)
+            drop, dstd = self.top1_drop.predict_with_std(m)
+            mean = mean - np.asarray(drop, np.float64)
+            if self.accuracy_risk > 0:
+                return mean - self.accuracy_risk * np.sqrt(np.nan_to_num(std) ** 2 + np.asarray(dstd) ** 2)
+            return mean
         risk = self.accuracy_risk > 0 and hasattr(self.accuracy, "predict_with_std")
         fast = self._fast_path() if idx is not None else None
         if fast is not None and fast.ridge is not None:
@@ -319,10 +332,29 @@ class Problem:
             return np.asarray(mean, dtype=np.float64) - self.accuracy_risk * np.asarray(std, dtype=np.float64)
         return np.asarray(self.accuracy.predict(m), dtype=np.float64)
 
+    def _mean_std(self, m: np.ndarray, idx: SlotIndex | None) -> tuple[np.ndarray, np.ndarray]:
+        """The accuracy predictor's (top-1, sigma) of rows `m`, by the fastest path (sigma 0 when
+        it has none)."""
+        fast = self._fast_path() if idx is not None else None
+        if fast is not None and fast.ridge is not None:
+            return fast.ridge(idx)
+        if fast is not None and fast.acc_table is not None:
+            mean, std = self.accuracy.predict_features_with_std(fast.acc_post(fast.acc_table.gather(idx)))
+        elif hasattr(self.accuracy, "predict_with_std"):
+            mean, std = self.accuracy.predict_with_std(m)
+        else:
+            mean, std = self.accuracy.predict(m), np.zeros(len(m))
+        return np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64)
+
     def top1_estimate(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the accuracy predictor's own top-1, no risk penalty: what is reported; its one-sigma
-        uncertainty, NaN if it has none) of rows `m`, in one call."""
+        uncertainty, NaN if it has none) of rows `m`, in one call. In INT8 (`top1_drop`): minus
+        the predicted drop, the sigmas added in quadrature."""
         m = np.asarray(m, dtype=np.int32)
+        if self.top1_drop is not None:
+            mean, std = self._mean_std(m, None)
+            drop, dstd = self.top1_drop.predict_with_std(m)
+            return mean - np.asarray(drop, np.float64), np.sqrt(std ** 2 + np.asarray(dstd, np.float64) ** 2)
         if hasattr(self.accuracy, "predict_with_std"):
             mean, std = self.accuracy.predict_with_std(m)
             return np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64)
