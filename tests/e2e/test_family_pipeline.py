@@ -1,8 +1,8 @@
 """Every stage for every family: one run per family on a tiny, briefly trained supernet.
 
 `hwnas train --family F` (progressive shrinking with the family's phases, MNIST-embedded, r 32-40),
-then as a user would: profile with lookup-table entries, latency fit (and the lookup table from
-the entries), accuracy table, search with verification (measured latency and top-1), export with
+then as a user would: profile (with lookup-table entries for ProxylessNAS), latency fit (and the
+lookup table from the entries), accuracy table, search with verification (measured latency and top-1), export with
 verification, and the dashboard's readers on the run. The accuracy of a few training steps means
 nothing; that each stage runs on each family's run and keeps its columns is the point.
 """
@@ -43,8 +43,10 @@ def test_every_stage_runs_on_a_run_of_the_family(family, tmp_path, capsys):
     stem = tmp_path / "sn" / "supernet"
     run = tmp_path / "run"
 
+    # lookup-table entries for ProxylessNAS here (ResNet50's 393 entries: tests/latency)
+    blocks = ["--blocks"] if family == "ofa-proxyless" else []
     code, out = cli(capsys, "profile", "--run", str(run), "--supernet", str(stem), "--device", "cpu-ort",
-                    "--samples", "8", "--rounds", "3", "--runs", "3", "--blocks")
+                    "--samples", "8", "--rounds", "3", "--runs", "3", *blocks)
     assert code == 0, out
     ms = pd.read_parquet(run / "measurements.parquet")
     subnets = ms[ms["kind"] == "subnet"]
@@ -56,9 +58,10 @@ def test_every_stage_runs_on_a_run_of_the_family(family, tmp_path, capsys):
     code, out = cli(capsys, "latency", "fit", "--run", str(run), "--device", "cpu-ort")
     assert code == 0, out
     assert (run / "predictors" / "latency-cpu-ort.json").exists()
-    code, out = cli(capsys, "latency", "fit", "--run", str(run), "--device", "cpu-ort", "--kind", "lut",
-                    "--out", str(tmp_path / "lut.json"))
-    assert code == 0, out
+    if blocks:
+        code, out = cli(capsys, "latency", "fit", "--run", str(run), "--device", "cpu-ort", "--kind", "lut",
+                        "--out", str(tmp_path / "lut.json"))
+        assert code == 0, out
 
     code, out = cli(capsys, "accuracy", "build", "--run", str(run), "--samples", "20")
     assert code == 0, out
@@ -88,8 +91,8 @@ def test_every_stage_runs_on_a_run_of_the_family(family, tmp_path, capsys):
 
     loaded = load(bundle)
     assert loaded.arch.id == subnet
-    probs = loaded.predict(np.zeros((2, 28, 28, 3), np.uint8))
-    assert np.asarray(probs).shape[-1] == 10
+    classes, probs = loaded.predict(np.zeros((2, 28, 28, 3), np.uint8))
+    assert classes.shape == (2,) and probs.shape == (2, 10)
 
     from hwnas.dashboard import data as dash
 
