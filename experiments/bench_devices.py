@@ -2,7 +2,7 @@
 
 For each backend: the same N subnets (MACs-stratified, OFA-MobileNetV3 W=1.0, resolutions
 128..224, 1000 classes) are profiled twice, in two separate processes, into two run directories,
-each with its own fresh anchor book, so pass 2 calibrates its own anchor (`hwnas.devices.anchors`).
+each with its own fresh anchor book, so pass 2 calibrates its own anchor (`hwnas.profiling.anchors`).
 Reported per backend:
   - repeatability: |pass 1 - pass 2| / mean, per subnet (median over subnets, and the share within
     +-5% and +-10%) of
@@ -39,8 +39,8 @@ from scipy.stats import kendalltau
 
 from hwnas.devices import get_device
 from hwnas.fileio import atomic_write_json
-from hwnas.latency.profiler import ProtocolSettings
-from hwnas.latency.store import read_measurements
+from hwnas.profiling.protocol import ProtocolSettings
+from hwnas.profiling.store import read_measurements
 
 ROOT = Path(__file__).resolve().parent
 OUT = ROOT / "results" / "devices.json"
@@ -49,7 +49,8 @@ DEFAULT_DEVICES = ("cpu-torch", "cpu-ort", "cpu-openvino", "mobile-xnnpack")
 _PASS = """
 import sys, time, json
 from pathlib import Path
-from hwnas.latency.profiler import ProtocolSettings, profile
+from hwnas.profiling.protocol import ProtocolSettings
+from hwnas.profiling.stage import profile
 from hwnas.run import RunConfig
 from hwnas.space import SearchSpace
 run_dir, device, n, rounds, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])

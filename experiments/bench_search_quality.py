@@ -33,8 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from hwnas.fileio import atomic_write_json
-from hwnas.latency.profiler import ProtocolSettings, profile
-from hwnas.latency.store import read_measurements
+from hwnas.profiling.protocol import ProtocolSettings
+from hwnas.profiling.stage import profile
+from hwnas.profiling.store import read_measurements
 from hwnas.run import open_run
 from hwnas.accuracy import (ACCURACY_PREDICTOR, build_accuracy_table, fit_accuracy_predictor,
                             load_accuracy_predictor)

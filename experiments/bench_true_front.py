@@ -81,7 +81,7 @@ def remeasure_latency(run, returned, budget: float, device: str, n_anchors: int,
     import torch
 
     from hwnas.devices.onnx_export import export_onnx
-    from hwnas.latency.store import read_measurements
+    from hwnas.profiling.store import read_measurements
     from hwnas.space import FLAT_COLUMNS, Arch
     from hwnas.supernet.pretrained import load_supernet
 

@@ -222,7 +222,7 @@ def devices_show(name: str = typer.Argument(..., help="Device name."),
                  devices_file: Optional[Path] = DevicesOpt) -> None:
     """One device's settings, availability, runtime versions and this host's anchors, as JSON."""
     from hwnas.devices import get_backend, get_device
-    from hwnas.devices.anchors import AnchorBook
+    from hwnas.profiling.anchors import AnchorBook
 
     device = get_device(name, devices_file)
     backend = get_backend(name, devices_file)

@@ -44,7 +44,7 @@ class QuickstartResult:
 
 
 def _default_budget(run_dir: Path, device: str) -> float:
-    from hwnas.latency.store import read_measurements
+    from hwnas.profiling.store import read_measurements
 
     ms = read_measurements(run_dir, device=device, kind="subnet")["corrected_ms"].to_numpy()
     lo, hi = float(np.min(ms)), float(np.max(ms))
@@ -57,7 +57,8 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
     """Run every stage (skipping what the run already has); returns what each produced."""
     from hwnas.export import default_bundle_dir, export_subnet, read_meta
     from hwnas.latency.api import fit_from_run
-    from hwnas.latency.profiler import ProtocolSettings, profile
+    from hwnas.profiling.protocol import ProtocolSettings
+    from hwnas.profiling.stage import profile
     from hwnas.run import open_run
     from hwnas.search import ensure_accuracy_predictor, run_search
 

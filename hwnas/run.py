@@ -42,7 +42,7 @@ class RunFiles:
         return self.root / CONFIG
 
     @property
-    def measurements(self) -> Path:  # written by hwnas.latency.store
+    def measurements(self) -> Path:  # written by hwnas.profiling.store
         return self.root / "measurements.parquet"
 
     @property

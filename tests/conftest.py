@@ -12,7 +12,7 @@ import torch
 # shared test helpers (e.g. ofa_reference) import by name from any test folder
 sys.path.insert(0, os.path.dirname(__file__))
 
-# Device anchors (hwnas.devices.anchors) live in a per-user state folder: give the tests, and the
+# Device anchors (hwnas.profiling.anchors) live in a per-user state folder: give the tests, and the
 # processes they start, one of their own so they neither read nor change the user's.
 os.environ["HWNAS_STATE_DIR"] = tempfile.mkdtemp(prefix="hwnas-test-state-")
 atexit.register(shutil.rmtree, os.environ["HWNAS_STATE_DIR"], True)

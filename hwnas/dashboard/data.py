@@ -62,7 +62,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def load_measurements(files: RunFiles) -> pd.DataFrame:
-    from hwnas.latency.store import read_measurements
+    from hwnas.profiling.store import read_measurements
 
     return read_measurements(files.root)
 

@@ -33,7 +33,7 @@ Backends only compile and load (`hwnas.devices.base`); this module is the one pl
    and ``corrected_ms = median_r(ratio_r) * anchor_ms``. The ratio is the drift-free quantity;
    the anchor only puts it back in milliseconds, so it must be the *same* number for every
    measurement that is compared: the profiler passes the device's calibrated reference latency
-   (`hwnas.devices.anchors`), kept in the run and shared by all runs on the host. Without an
+   (`hwnas.profiling.anchors`), kept in the run and shared by all runs on the host. Without an
    anchor, the median of all reference samples of this call is used (then two sessions differ by
    the machine's state: 2-4% between two passes measured on this 2-core VM).
    A candidate's first block warms up fully (item 3); its later blocks re-warm with

@@ -3,7 +3,7 @@
 Raw statistics (median, percentiles...) describe the candidate's own samples. `corrected_ms` is
 the drift-corrected latency (see `hwnas.devices.protocol`): the candidate's time relative to a
 fixed reference model timed right beside it, times the reference's calibrated latency (the
-anchor, `hwnas.devices.anchors`). Predictors learn `corrected_ms` by default; the raw values are kept next to it.
+anchor, `hwnas.profiling.anchors`). Predictors learn `corrected_ms` by default; the raw values are kept next to it.
 """
 
 from __future__ import annotations

@@ -534,7 +534,7 @@ def _save_weights(module: Any, path: Path) -> None:
 
 def _profiled(run_dir: Path, device: str, arch_id: str) -> dict[str, Any] | None:
     """The run's own measurement of this subnet on this device (random weights), if any."""
-    from hwnas.latency.store import read_measurements
+    from hwnas.profiling.store import read_measurements
 
     df = read_measurements(run_dir, device=device, kind="subnet")
     if df.empty or arch_id not in set(df["key"]):

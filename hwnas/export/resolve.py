@@ -67,7 +67,7 @@ def _table(run: RunConfig, name: str, device: str | None) -> list[Candidate] | N
 
 def _store(run: RunConfig) -> list[Candidate]:
     from hwnas.families.tables import frame_archs
-    from hwnas.latency.store import MEASUREMENTS, read_measurements
+    from hwnas.profiling.store import MEASUREMENTS, read_measurements
 
     df = read_measurements(run.run_dir, kind="subnet")
     if df.empty:

@@ -74,7 +74,7 @@ def evaluate_run(run_dir: str | Path, device: str, target: str = "corrected_ms",
                  ) -> dict[str, Any]:
     """`evaluate_predictor` on a run's subnet measurements of `device` (its family, width and
     classes; `settings` as there)."""
-    from hwnas.latency.store import read_measurements
+    from hwnas.profiling.store import read_measurements
     from hwnas.run import open_run
 
     run = open_run(run_dir, create=False)
@@ -309,7 +309,7 @@ def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | Non
     `family`: the run's search-space family (default: its config's, else the family whose flat
     columns the store holds; stores written before families are OFA-MobileNetV3's).
 
-    Reads ``hwnas.latency.store.read_measurements(run_dir, device=device)``: a DataFrame with the
+    Reads ``hwnas.profiling.store.read_measurements(run_dir, device=device)``: a DataFrame with the
     flat arch columns, ``device``, ``kind`` ("subnet" | "block" | "model"), ``corrected_ms`` and
     ``median_ms``. Subnet rows are the training table (repeated measurements of one arch are
     merged by their median). Block rows that describe a lookup-table entry (part, stage, j, in_ch,
@@ -318,9 +318,9 @@ def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | Non
     Default output: ``<run_dir>/predictors/latency-<device>.json``. `width_mult` defaults to the
     run's (a ``width_mult`` column) or 1.0."""
     try:
-        store = importlib.import_module("hwnas.latency.store")
+        store = importlib.import_module("hwnas.profiling.store")
     except ModuleNotFoundError:
-        raise InputError("this hwnas has no measurement store (hwnas.latency.store); fit from a "
+        raise InputError("this hwnas has no measurement store (hwnas.profiling.store); fit from a "
                          "table with `hwnas latency fit TABLE --target COLUMN`") from None
     df = store.read_measurements(run_dir, device=device)
     if df is None or len(df) == 0:

@@ -221,7 +221,7 @@ def profile(run: RunConfig, devices: Sequence[str], samples: int, *, devices_fil
     """Profile `samples` stratified subnets (and `references` like "timm:efficientnet_b0") on each
     device into the run's store; with `blocks`, also the parts (stem, blocks, head) a lookup-table
     predictor sums (see `_block_entries`). `recalibrate`: measure a fresh anchor for devices new
-    to this run instead of the host's (`hwnas.devices.anchors`). Returns one summary per device."""
+    to this run instead of the host's (`hwnas.profiling.anchors`). Returns one summary per device."""
     from hwnas.devices import get_device
 
     if not devices:

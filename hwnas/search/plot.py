@@ -72,7 +72,7 @@ def plot_front(path: str | Path, front, *, device: str, budget_ms: float, explor
 
 def reference_models(run_dir: str | Path, device: str) -> list[tuple[str, float]]:
     """(name, corrected ms) of the reference models measured on `device` in the run's store."""
-    from hwnas.latency.store import read_measurements
+    from hwnas.profiling.store import read_measurements
 
     df = read_measurements(run_dir, device=device, kind="model")
     if df.empty:

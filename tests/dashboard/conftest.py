@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from hwnas.devices.stats import summarize
-from hwnas.latency.store import MeasurementStore, stats_row
+from hwnas.profiling.store import MeasurementStore, stats_row
 from hwnas.run import open_run
 from hwnas.space import FLAT_COLUMNS
 from hwnas.supernet.stats import count_params_macs

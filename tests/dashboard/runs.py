@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from hwnas.latency.profiler import ProtocolSettings
+from hwnas.profiling.protocol import ProtocolSettings
 
 FAST = ProtocolSettings(rounds=1, runs=3, warmup_runs=1, warmup_s=0.0, ref_runs=2)
 DEVICES = ("cpu-ort", "cpu-openvino")
@@ -17,7 +17,7 @@ SEARCH = {"population": 20, "generations": 5}
 def _budget(run_dir: Path, device: str, quantile: float) -> float:
     import numpy as np
 
-    from hwnas.latency.store import read_measurements
+    from hwnas.profiling.store import read_measurements
 
     ms = read_measurements(run_dir, device=device, kind="subnet")["corrected_ms"].to_numpy()
     return float(np.quantile(ms, quantile))
@@ -27,7 +27,7 @@ def make_runs(root: Path, supernet: Path, log=print) -> dict[str, Path]:
     """{"alpha": run with everything, "beta": a second run with its own search}."""
     from hwnas.export import export_subnet
     from hwnas.latency.api import fit_from_run
-    from hwnas.latency.profiler import profile
+    from hwnas.profiling.stage import profile
     from hwnas.run import open_run
     from hwnas.search.api import run_search
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from hwnas.export import load, read_meta
-from hwnas.latency.store import read_measurements
+from hwnas.profiling.store import read_measurements
 
 
 @pytest.mark.slow

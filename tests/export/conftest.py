@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hwnas.latency.profiler import ProtocolSettings
+from hwnas.profiling.protocol import ProtocolSettings
 
 FAST = ProtocolSettings(rounds=1, runs=3, warmup_runs=2, warmup_s=0.05, ref_runs=3)
 QUICK = dict(calib_batches=4, verify_images=32, protocol=FAST)  # BN on 256 digits, 32 to verify

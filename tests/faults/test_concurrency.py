@@ -208,7 +208,8 @@ def test_resuming_drops_log_records_the_checkpoint_does_not_hold(tmp_path):
 # -- item 9: scratch folders of killed profiles --------------------------------------------------------
 def test_a_profile_removes_scratch_folders_of_killed_profiles(tmp_path, tiny_supernet,
                                                             monkeypatch):
-    from hwnas.latency.profiler import ProtocolSettings, profile
+    from hwnas.profiling.protocol import ProtocolSettings
+    from hwnas.profiling.stage import profile
     from hwnas.run import open_run
 
     scratch = tmp_path / "tmp"
@@ -233,7 +234,7 @@ def test_a_profile_removes_scratch_folders_of_killed_profiles(tmp_path, tiny_sup
 
 _APPENDER = """
 import sys
-from hwnas.latency.store import MeasurementStore
+from hwnas.profiling.store import MeasurementStore
 from hwnas.space import FLAT_COLUMNS
 store = MeasurementStore(sys.argv[1])
 for i in range(int(sys.argv[3])):
@@ -249,7 +250,7 @@ def test_two_profiles_on_one_run_keep_every_row(tmp_path):
     import subprocess
     import sys
 
-    from hwnas.latency.store import read_measurements
+    from hwnas.profiling.store import read_measurements
 
     script = tmp_path / "append.py"
     script.write_text(_APPENDER)
@@ -262,7 +263,7 @@ def test_two_profiles_on_one_run_keep_every_row(tmp_path):
 _ANCHOR_WRITER = """
 import sys
 from pathlib import Path
-from hwnas.devices.anchors import AnchorBook
+from hwnas.profiling.anchors import AnchorBook
 from hwnas.devices.stats import summarize
 book = AnchorBook(Path(sys.argv[1]) / "anchors.json")
 for i in range(int(sys.argv[3])):
@@ -275,7 +276,7 @@ def test_two_processes_calibrating_anchors_keep_every_anchor(tmp_path):
     import subprocess
     import sys
 
-    from hwnas.devices.anchors import AnchorBook
+    from hwnas.profiling.anchors import AnchorBook
 
     script = tmp_path / "put.py"
     script.write_text(_ANCHOR_WRITER)

@@ -16,8 +16,9 @@ from hwnas.latency import (AnalyticPredictor, HybridPredictor, LookupTablePredic
                            TransferPredictor, fit_best, load_predictor)
 from hwnas.latency.api import fit_from_run
 from hwnas.latency.layout import PartGather, family_cost_gather, family_layout
-from hwnas.latency.profiler import ProtocolSettings, profile
-from hwnas.latency.store import read_measurements
+from hwnas.profiling.protocol import ProtocolSettings
+from hwnas.profiling.stage import profile
+from hwnas.profiling.store import read_measurements
 from hwnas.run import open_run
 
 FAMILIES = ("ofa-proxyless", "ofa-resnet50")

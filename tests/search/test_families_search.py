@@ -141,7 +141,7 @@ def test_verification_measures_top1_and_latency_for_real(family_run, monkeypatch
     import hwnas.search.api as search_api
     from hwnas.accuracy.table import measured_accuracy
     from hwnas.devices import get_device
-    from hwnas.latency.profiler import ProtocolSettings
+    from hwnas.profiling.protocol import ProtocolSettings
 
     reason = get_device(DEV).available()
     if reason:

@@ -149,8 +149,8 @@ def test_verification_on_the_real_device(run):
     """One candidate measured for real with ONNX Runtime (budget generous: the predictor here is
     synthetic); its drift-corrected latency lands in pareto.csv and the run's store."""
     from hwnas.devices import get_device
-    from hwnas.latency.profiler import ProtocolSettings
-    from hwnas.latency.store import read_measurements
+    from hwnas.profiling.protocol import ProtocolSettings
+    from hwnas.profiling.store import read_measurements
 
     reason = get_device(DEV).available()
     if reason:
