@@ -261,7 +261,7 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
                          + ("" if precs == ["fp32"] else f" ({precision})"),
                    plot=plot)
     return SearchResult(run_dir, algo, devices, budgets, best, front, metrics, ver.records, paths,
-                        _message(verify, top_k, len(ver.accepted), ver, budgets),
+                        _message(verify, top_k, len(ver.accepted), ver, _budget_labels(budgets, variants)),
                         getattr(accuracy, "meta", {}).get("metrics") or {}, precision=precision)
 
 
@@ -423,6 +423,12 @@ def _candidates(problem: Problem, archive: Batch, pareto: bool, top_k: int, fast
     keep = np.union1d(np.flatnonzero(on_front), order[:max(3 * top_k, 50)])
     pos = {int(k): i for i, k in enumerate(keep)}
     return feasible, feasible.take(keep), on_front[keep], [pos[int(i)] for i in order if int(i) in pos]
+
+
+def _budget_labels(budgets: dict[str, float], variants: dict[str, dict[str, str]]) -> dict[str, float]:
+    """Budgets keyed by the devices the latencies were of ("cpu-ort-int8", or "cpu-ort or
+    cpu-ort-int8" for auto), for messages."""
+    return {" or ".join(dict.fromkeys(v[d] for v in variants.values())): b for d, b in budgets.items()}
 
 
 def _budget_text(budgets: dict[str, float]) -> str:
