@@ -89,11 +89,12 @@ def measure_int8_table(run, archs: Sequence[Any], device: str, *, devices_file: 
 
     from hwnas.accuracy.table import values_frame
     from hwnas.devices import get_device
-    from hwnas.export.api import _CALIB_IMAGES, _images, int8_accuracy
+    from hwnas.export.api import int8_accuracy
     from hwnas.fileio import atomic_path
     from hwnas.run import run_lock
     from hwnas.supernet.bn import recalibrate_bn
-    from hwnas.supernet.data import BN_IMAGES, build_loaders, calibration_loader
+    from hwnas.supernet.data import (BN_IMAGES, CALIBRATION_IMAGES, build_loaders, calibration_loader,
+                                     spread_images)
     from hwnas.supernet.pretrained import data_config_of, load_supernet
 
     space = run.space
@@ -120,7 +121,7 @@ def measure_int8_table(run, archs: Sequence[Any], device: str, *, devices_file: 
                     progress("int8-accuracy", done=len(archs) - len(todo) + k, total=len(archs))
                 subnet = model.get_subnet(arch).eval()
                 recalibrate_bn(subnet, calib, len(calib), resolution=arch.r)
-                images = _images(calib.dataset, _CALIB_IMAGES, arch.r)[0]  # training images, never test
+                images = spread_images(calib.dataset, CALIBRATION_IMAGES, arch.r)[0]  # training images, never test
                 artifact = backend.compile(subnet, torch.zeros(1, 3, arch.r, arch.r), work / arch.id,
                                            calibration=images)
                 runner = backend.load(artifact)

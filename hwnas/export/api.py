@@ -64,7 +64,6 @@ WEIGHTS = "weights.safetensors"
 ONNX = "model.onnx"
 _STEPS = 6  # recalibrate, evaluate, compile, verify, measure, write
 _KIT_MAX_BATCH = 8  # the largest batch of a build kit's optimisation profile
-_CALIB_IMAGES = 128  # training images INT8 devices and build kits calibrate on
 _ONNX_CHECK = "onnx (onnxruntime cpu)"  # the extra check of model.onnx beside the device artifact
 _INT8_CHECK = "int8 accuracy"
 MAX_INT8_DROP = 1.0  # points of test top-1 an INT8 bundle may lose against its fp32 subnet
@@ -218,6 +217,7 @@ class _Exporter:
         import torch
 
         from hwnas.supernet.bn import evaluate, recalibrate_bn
+        from hwnas.supernet.data import spread_images
 
         arch = cand.arch
         check_destination(out)  # before the slow steps
@@ -227,7 +227,7 @@ class _Exporter:
         recalibrate_bn(subnet, calib, len(calib), resolution=arch.r)
         self._step(arch, "evaluate on the test split")
         accuracy = evaluate(subnet, loaders.test, resolution=arch.r)
-        images, labels = _images(loaders.test.dataset, self.verify_images, arch.r)
+        images, labels = spread_images(loaders.test.dataset, self.verify_images, arch.r)
         with torch.inference_mode():
             reference = np.concatenate([subnet(torch.from_numpy(images[i:i + 64])).numpy()
                                         for i in range(0, len(images), 64)])
@@ -279,6 +279,7 @@ class _Exporter:
 
         from hwnas.devices.onnx_export import INPUT_NAME, OPSET, OUTPUT_NAME, export_onnx
         from hwnas.export.bundle import onnx_runner
+        from hwnas.supernet.data import CALIBRATION_IMAGES, spread_images
 
         precision, batch = self.device.precision, self.device.batch
         x = torch.zeros(1, 3, arch.r, arch.r)
@@ -292,7 +293,7 @@ class _Exporter:
             kit = self.caps.write_build_kit(
                 stage, onnx=ONNX, shape=shape, precision=precision,
                 batch=(1, batch, max(batch, _KIT_MAX_BATCH)),
-                calib=_images(calib.dataset, _CALIB_IMAGES, arch.r)[0], input_name=INPUT_NAME)
+                calib=spread_images(calib.dataset, CALIBRATION_IMAGES, arch.r)[0], input_name=INPUT_NAME)
             if self.offline is None:  # the artifact profiling timed: static batch, built here
                 artifact = self.backend.compile(subnet, x, self._tmp / arch.id)
                 built = stage / Path(artifact.path).name
@@ -300,7 +301,7 @@ class _Exporter:
                 artifact.path, artifact.files = built, [built]
                 artifact.metadata["onnx"] = "built from a static-batch export of model.onnx"
         else:  # INT8 devices calibrate on training images (never test images)
-            images = _images(calib.dataset, _CALIB_IMAGES, arch.r)[0] if precision == "int8" else None
+            images = spread_images(calib.dataset, CALIBRATION_IMAGES, arch.r)[0] if precision == "int8" else None
             artifact = self.backend.compile(subnet, x, stage, calibration=images)
             if not (stage / ONNX).exists():  # .pte / .tflite / eager devices: ONNX as well
                 export_onnx(subnet, xb, stage / ONNX)
@@ -393,9 +394,10 @@ class _Exporter:
         anchor (None when the device was never profiled in this run)."""
         if self._session is None:
             from hwnas.profiling.session import open_session
+            from hwnas.supernet.data import CALIBRATION_IMAGES, spread_images
 
             def calibration() -> np.ndarray:
-                return _images(self._supernet()[3].dataset, _CALIB_IMAGES, None)[0]
+                return spread_images(self._supernet()[3].dataset, CALIBRATION_IMAGES, None)[0]
 
             self._session = open_session(self.run, self.device, backend=self.backend,
                                          protocol=self.protocol, workdir=self._tmp,
@@ -506,21 +508,6 @@ def _relative(record: dict[str, Any], compiled: _Compiled) -> dict[str, Any]:
     out["metadata"] = {k: (rel(v) if k == "onnx" and isinstance(v, str) and "/" in v else v)
                        for k, v in record["metadata"].items()}
     return out
-
-
-def _images(dataset: Any, n: int, r: int) -> tuple[np.ndarray, np.ndarray]:
-    """`n` images spread evenly over a dataset (splits are sorted by class, so the first `n`
-    would all be one class), at resolution r (float32 NCHW), and their labels."""
-    import torch
-
-    from hwnas.supernet.data import resize_batch
-
-    if len(dataset) == 0:
-        raise InputError("the dataset split to verify on is empty")
-    picks = np.unique(np.linspace(0, len(dataset) - 1, min(n, len(dataset))).round().astype(int))
-    items = [dataset[int(i)] for i in picks]
-    x = resize_batch(torch.stack([item[0] for item in items]), r)
-    return x.numpy().astype(np.float32), np.array([int(item[1]) for item in items])
 
 
 def _save_weights(module: Any, path: Path) -> None:

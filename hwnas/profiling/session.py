@@ -38,10 +38,9 @@ if TYPE_CHECKING:
     from hwnas.profiling.store import MeasurementStore
     from hwnas.run import RunConfig
 
-__all__ = ["DeviceSession", "RemoteSession", "open_session", "CalibrationImages", "CALIBRATION_IMAGES"]
+__all__ = ["DeviceSession", "RemoteSession", "open_session", "CalibrationImages"]
 
 #: training images an INT8 compile calibrates on (export's bundles use as many)
-CALIBRATION_IMAGES = 128
 
 
 class _RunAnchor:  # the default of `measure`'s anchor_ms: the session's (the run's) anchor
@@ -58,8 +57,10 @@ class CalibrationImages:
     dataset's own resolution as (N, 3, H, W) float32; compiles resize them to each model's input.
     Loaded on the first call, then the same array for every model."""
 
-    def __init__(self, run: RunConfig, n: int = CALIBRATION_IMAGES):
-        self.run, self.n = run, n
+    def __init__(self, run: RunConfig, n: int | None = None):
+        from hwnas.supernet.data import CALIBRATION_IMAGES
+
+        self.run, self.n = run, CALIBRATION_IMAGES if n is None else n
         self._images: np.ndarray | None = None
 
     @property
@@ -68,10 +69,8 @@ class CalibrationImages:
 
     def __call__(self) -> np.ndarray:
         if self._images is None:
-            import torch
-
             from hwnas.supernet.checkpoint import load_checkpoint_meta
-            from hwnas.supernet.data import BN_IMAGES, build_loaders, calibration_loader
+            from hwnas.supernet.data import BN_IMAGES, build_loaders, calibration_loader, spread_images
             from hwnas.supernet.pretrained import data_config_of, shipped_checkpoint
 
             meta = load_checkpoint_meta(self.run.supernet or shipped_checkpoint())
@@ -80,10 +79,7 @@ class CalibrationImages:
             if len(dataset) == 0:
                 raise DeviceError("the run's training split is empty: no images to calibrate "
                                   "an int8 model on")
-            picks = np.unique(np.linspace(0, len(dataset) - 1, min(self.n, len(dataset)))
-                              .round().astype(int))
-            x = torch.stack([dataset[int(i)][0] for i in picks]).float()
-            self._images = np.ascontiguousarray(x.numpy().astype(np.float32))
+            self._images = spread_images(dataset, self.n)[0]
         return self._images
 
 

@@ -129,6 +129,25 @@ def resize_batch(x: torch.Tensor, r: int | None) -> torch.Tensor:
     return F.interpolate(x, size=(r, r), mode="bilinear", align_corners=False, antialias=False)
 
 
+#: training images INT8 devices (and TensorRT build kits) calibrate on
+CALIBRATION_IMAGES = 128
+
+
+def spread_images(dataset, n: int, r: int | None = None):
+    """(`n` images spread evenly over `dataset` (splits are sorted by class, so the first `n` would
+    all be one class) as float32 NCHW numpy at resolution `r` (None: as stored), their labels)."""
+    import numpy as np
+
+    from hwnas.errors import InputError
+
+    if len(dataset) == 0:
+        raise InputError("the dataset split is empty: no images to take")
+    picks = np.unique(np.linspace(0, len(dataset) - 1, min(n, len(dataset))).round().astype(int))
+    items = [dataset[int(i)] for i in picks]
+    x = resize_batch(torch.stack([item[0] for item in items]).float(), r)
+    return np.ascontiguousarray(x.numpy().astype(np.float32)), np.array([int(item[1]) for item in items])
+
+
 @dataclass(frozen=True)
 class ResolutionSampler:
     """Draws the resolution of each training batch from `choices` (Once-for-All's elastic
