@@ -53,3 +53,18 @@ def tiny_supernet(tmp_path_factory):
     save_checkpoint(stem, model, {"space": space.to_dict(), "n_classes": 10, "dataset": "mnist-embedded",
                                   "class_names": [str(i) for i in range(10)]}, rng=False)
     return stem
+
+
+@pytest.fixture(scope="session")
+def family_supernet(tmp_path_factory):
+    """family name -> the stem of a tiny untrained supernet checkpoint of it (made once)."""
+    from family_runs import save_family_supernet
+
+    made = {}
+
+    def get(family: str):
+        if family not in made:
+            made[family] = save_family_supernet(family, tmp_path_factory.mktemp(family))
+        return made[family]
+
+    return get

@@ -13,26 +13,12 @@ Names are imported on first use, so importing one module stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from hwnas.lazy import lazy_exports
 
-_HOME = {
-    "ProtocolSettings": "hwnas.profiling.protocol",
-    "MEASUREMENTS": "hwnas.profiling.store", "MeasurementStore": "hwnas.profiling.store",
-    "read_measurements": "hwnas.profiling.store", "stats_row": "hwnas.profiling.store",
-    "AnchorBook": "hwnas.profiling.anchors", "anchor_key": "hwnas.profiling.anchors",
-    "reference_arch": "hwnas.profiling.anchors", "reference_key": "hwnas.profiling.anchors",
-    "run_anchor": "hwnas.profiling.anchors", "build_timing_subnet": "hwnas.profiling.anchors",
-    "DeviceSession": "hwnas.profiling.session", "RemoteSession": "hwnas.profiling.session",
-    "open_session": "hwnas.profiling.session", "CalibrationImages": "hwnas.profiling.session",
-    "profile": "hwnas.profiling.stage", "select_subnets": "hwnas.profiling.stage",
-    "measure_subnets": "hwnas.profiling.stage", "block_key": "hwnas.profiling.stage",
-}
-
-__all__ = list(_HOME)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(_HOME[name]), name)
-    raise AttributeError(f"module 'hwnas.profiling' has no attribute {name!r}")
+__all__, __getattr__ = lazy_exports(__name__, {
+    "hwnas.profiling.protocol": ("ProtocolSettings",),
+    "hwnas.profiling.store": ("MEASUREMENTS", "MeasurementStore", "read_measurements", "stats_row"),
+    "hwnas.profiling.anchors": ("AnchorBook", "anchor_key", "reference_arch", "reference_key", "run_anchor", "build_timing_subnet"),
+    "hwnas.profiling.session": ("DeviceSession", "RemoteSession", "open_session", "CalibrationImages"),
+    "hwnas.profiling.stage": ("profile", "select_subnets", "measure_subnets", "block_key"),
+})

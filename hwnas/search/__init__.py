@@ -13,27 +13,17 @@ choices) stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from hwnas.lazy import lazy_exports
 
-_HOME = {
-    "ALGORITHMS": "hwnas.search.api", "SearchResult": "hwnas.search.api", "run_search": "hwnas.search.api",
-    "ensure_accuracy_predictor": "hwnas.accuracy",
-    "Problem": "hwnas.search.problem", "Batch": "hwnas.search.problem",
-    "SearchOutcome": "hwnas.search.problem", "PredictorMissing": "hwnas.search.problem",
-    "EvolutionSettings": "hwnas.search.evolution", "evolution_search": "hwnas.search.evolution",
-    "NSGA2Settings": "hwnas.search.nsga2", "nsga2_search": "hwnas.search.nsga2",
-    "optuna_search": "hwnas.search.optuna_search", "random_search": "hwnas.search.random_search",
-    "front_mask": "hwnas.search.pareto", "hypervolume": "hwnas.search.pareto",
-    "Verification": "hwnas.search.verify", "verify_candidates": "hwnas.search.verify",
-    "SearchAlgorithm": "hwnas.search.algorithms", "get_algorithm": "hwnas.search.algorithms",
-    "algorithm_names": "hwnas.search.algorithms",
-}
-
-__all__ = list(_HOME)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(_HOME[name]), name)
-    raise AttributeError(f"module 'hwnas.search' has no attribute {name!r}")
+__all__, __getattr__ = lazy_exports(__name__, {
+    "hwnas.search.api": ("ALGORITHMS", "SearchResult", "run_search"),
+    "hwnas.accuracy": ("ensure_accuracy_predictor",),
+    "hwnas.search.problem": ("Problem", "Batch", "SearchOutcome", "PredictorMissing"),
+    "hwnas.search.algorithms": ("SearchAlgorithm", "get_algorithm", "algorithm_names"),
+    "hwnas.search.evolution": ("EvolutionSettings", "evolution_search"),
+    "hwnas.search.nsga2": ("NSGA2Settings", "nsga2_search"),
+    "hwnas.search.optuna_search": ("optuna_search",),
+    "hwnas.search.random_search": ("random_search",),
+    "hwnas.search.pareto": ("front_mask", "hypervolume"),
+    "hwnas.search.verify": ("Verification", "verify_candidates"),
+})

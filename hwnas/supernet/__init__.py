@@ -5,33 +5,11 @@ Names load lazily: the cost counters need no torch, and `hwnas search` should no
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from hwnas.lazy import lazy_exports
 
-__all__ = [
-    "OFAMobileNetV3",
-    "MobileNetV3Subnet",
-    "mbv3_plan",
-    "make_divisible",
-    "count_params",
-    "count_macs",
-    "count_params_macs",
-    "stats_frame",
-]
-
-_HOME = {
-    "OFAMobileNetV3": "hwnas.supernet.ofa_mbv3",
-    "MobileNetV3Subnet": "hwnas.supernet.ofa_mbv3",
-    "mbv3_plan": "hwnas.families.ofa_mbv3.plan",
-    "make_divisible": "hwnas.channels",
-    "count_params": "hwnas.supernet.stats",
-    "count_macs": "hwnas.supernet.stats",
-    "count_params_macs": "hwnas.supernet.stats",
-    "stats_frame": "hwnas.supernet.stats",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(_HOME[name]), name)
-    raise AttributeError(f"module 'hwnas.supernet' has no attribute {name!r}")
+__all__, __getattr__ = lazy_exports(__name__, {
+    "hwnas.supernet.ofa_mbv3": ("OFAMobileNetV3", "MobileNetV3Subnet"),
+    "hwnas.families.ofa_mbv3.plan": ("mbv3_plan",),
+    "hwnas.channels": ("make_divisible",),
+    "hwnas.supernet.stats": ("count_params", "count_macs", "count_params_macs", "stats_frame"),
+})

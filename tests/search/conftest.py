@@ -21,18 +21,3 @@ def synth_problem(small_space):
     lat = MacsLatency()
     budget = float(np.median(lat.predict(small_space.sample_matrix(400, 0))))
     return Problem(small_space, SynthAccuracy(), {"dev": lat}, {"dev": budget}, n_classes=10)
-
-
-@pytest.fixture(scope="session")
-def family_supernet(tmp_path_factory):
-    """family name -> the stem of a tiny untrained supernet checkpoint of it (made once)."""
-    from family_runs import save_family_supernet
-
-    made = {}
-
-    def get(family: str):
-        if family not in made:
-            made[family] = save_family_supernet(family, tmp_path_factory.mktemp(family))
-        return made[family]
-
-    return get
