@@ -188,6 +188,18 @@ class AnalyticPredictor(LatencyPredictor):
     """Regression on exact analytic features (see the module docstring)."""
 
     kind = "analytic"
+    candidate_rank = 1
+
+    @classmethod
+    def candidates(cls, n_rows, *, auto, base, entries_lut, **kw):
+        out = [cls("macs", "linear", 0.0, **kw)]
+        for features in ("simple", "compact", "roofline", "stage", "full"):
+            if len(feature_names(features, kw["family"])) > n_rows / 2:
+                continue  # at least 2 rows per coefficient, or CV picks overfitted sets by luck
+            for alpha in ((1e-4,) if features in ("simple", "compact") else (1e-4, 1e-2)):
+                out.append(cls(features, "linear", alpha, **kw))
+            out.append(cls(features, "log", 1e-2 if n_rows < 50 else 1e-3, **kw))
+        return out
 
     def __init__(self, features: str = "stage", model: str = "linear", alpha: float = 1e-3, *,
                  width_mult: float = 1.0, n_classes: int = 1000, family: str = MBV3) -> None:

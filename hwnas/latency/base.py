@@ -68,6 +68,13 @@ def predictor_kinds() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def candidate_classes() -> list[type[LatencyPredictor]]:
+    """The registered kinds `fit_best` chooses among, simplest first."""
+    _ensure_registered()
+    ranked = [c for c in _REGISTRY.values() if c.candidate_rank is not None]
+    return sorted(ranked, key=lambda c: c.candidate_rank)
+
+
 @dataclass
 class PredictorMeta:
     """What a predictor was fitted for and on. `cv` is the cross-validation report of the chosen
@@ -140,6 +147,16 @@ class LatencyPredictor(ABC):
     kind: ClassVar[str]
     #: fewest rows `fit` accepts
     min_rows: ClassVar[int] = 2
+    #: where the kind's candidates stand in `fit_best`'s list (simplest first; None: not a candidate)
+    candidate_rank: ClassVar[int | None] = None
+
+    @classmethod
+    def candidates(cls, n_rows: int, *, auto: bool, base: "LatencyPredictor | None",
+                   entries_lut: "LatencyPredictor | None", **kw: Any) -> list["LatencyPredictor"]:
+        """This kind's unfitted candidates for `n_rows` training rows (`auto`: the kinds were not
+        restricted, so leave out what does not suit so few rows); `kw` = width_mult, n_classes,
+        family."""
+        return []
 
     def __init__(self, *, width_mult: float = 1.0, n_classes: int = 1000, family: str = "ofa-mbv3") -> None:
         self.meta = PredictorMeta(family=str(family), width_mult=float(width_mult), n_classes=int(n_classes))

@@ -52,6 +52,18 @@ class HybridPredictor(LatencyPredictor):
     """Base predictor x learned ratio (see the module docstring)."""
 
     kind = "hybrid"
+    candidate_rank = 3
+
+    @classmethod
+    def candidates(cls, n_rows, *, auto, base, entries_lut, **kw):
+        if auto and n_rows < 30:
+            return []
+        out = [cls("auto", "ridge", **kw)]
+        if entries_lut is not None:
+            out.append(cls(entries_lut, "ridge", **kw))
+        if not auto or n_rows >= 200:
+            out.append(cls("auto", "mlp", **kw))
+        return out
     min_rows = 5
 
     def __init__(self, base: LatencyPredictor | Mapping[str, Any] | str = AUTO,

@@ -92,6 +92,14 @@ class LookupTablePredictor(LatencyPredictor):
     """Sum of per-part costs (see the module docstring)."""
 
     kind = "lut"
+    candidate_rank = 2
+
+    @classmethod
+    def candidates(cls, n_rows, *, auto, base, entries_lut, **kw):
+        out = [entries_lut.clone()] if entries_lut is not None else []
+        if not auto or n_rows >= 30:
+            out += [cls("nnls", alpha, **kw) for alpha in (1.0, 10.0)]
+        return out
 
     def __init__(self, mode: str = "nnls", alpha: float = 1.0, *, width_mult: float = 1.0,
                  n_classes: int = 1000, family: str = MBV3) -> None:

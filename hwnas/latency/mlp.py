@@ -202,6 +202,11 @@ class MLPPredictor(LatencyPredictor):
     """MLP ensemble on encoding + log analytic costs, predicting log-latency."""
 
     kind = "mlp"
+    candidate_rank = 4
+
+    @classmethod
+    def candidates(cls, n_rows, *, auto, base, entries_lut, **kw):
+        return [cls(**kw)] if not auto or n_rows >= 100 else []
     min_rows = 10
 
     def __init__(self, hidden: int = 64, layers: int = 2, epochs: int = 500, weight_decay: float = 1e-3,

@@ -23,17 +23,16 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from hwnas.errors import InputError
-from hwnas.latency.analytic import AnalyticPredictor, feature_names
-from hwnas.latency.base import ArchLike, LatencyPredictor, check_targets, predictor_kinds
-from hwnas.latency.hybrid import HybridPredictor
+from hwnas.latency.base import ArchLike, LatencyPredictor, candidate_classes, check_targets, predictor_kinds
 from hwnas.latency.lut import LookupTablePredictor
 from hwnas.latency.metrics import summary
-from hwnas.latency.mlp import MLPPredictor
-from hwnas.latency.transfer import TransferPredictor
 
-__all__ = ["default_candidates", "cross_val_predict", "cross_validate", "fit_best", "CANDIDATE_KINDS"]
+__all__ = ["default_candidates", "cross_val_predict", "cross_validate", "fit_best", "candidate_kinds"]
 
-CANDIDATE_KINDS = ("analytic", "lut", "hybrid", "mlp", "transfer")
+
+def candidate_kinds() -> tuple[str, ...]:
+    """The kinds `fit_best` chooses among (the registry's candidates, simplest first)."""
+    return tuple(c.kind for c in candidate_classes())
 
 
 def default_candidates(n_rows: int, *, kinds: Iterable[str] | None = None, width_mult: float = 1.0,
@@ -45,39 +44,16 @@ def default_candidates(n_rows: int, *, kinds: Iterable[str] | None = None, width
     `kinds` restricts the kinds (default: all that suit n_rows); `base` (a fitted predictor of
     another device) adds few-shot transfer; `entries_lut` (a `from_entries` table) adds its
     calibrated form and a hybrid on it."""
-    wanted = set(CANDIDATE_KINDS if kinds is None else kinds)
+    wanted = set(candidate_kinds() if kinds is None else kinds)
     unknown = wanted - set(predictor_kinds())
     if unknown:
         raise InputError(f"unknown predictor kind(s) {', '.join(sorted(unknown))}; "
                          f"known: {', '.join(predictor_kinds())}")
-    auto = kinds is None
-    kw = dict(width_mult=width_mult, n_classes=n_classes, family=family)
     out: list[LatencyPredictor] = []
-    if "transfer" in wanted and base is not None:
-        for features in ("none", "compact", "roofline"):
-            out.append(TransferPredictor(base, features, **kw))
-    if "analytic" in wanted:
-        out.append(AnalyticPredictor("macs", "linear", 0.0, **kw))
-        for features in ("simple", "compact", "roofline", "stage", "full"):
-            if len(feature_names(features, family)) > n_rows / 2:
-                continue  # at least 2 rows per coefficient, or CV picks overfitted sets by luck
-            for alpha in ((1e-4,) if features in ("simple", "compact") else (1e-4, 1e-2)):
-                out.append(AnalyticPredictor(features, "linear", alpha, **kw))
-            out.append(AnalyticPredictor(features, "log", 1e-2 if n_rows < 50 else 1e-3, **kw))
-    if "lut" in wanted:
-        if entries_lut is not None:
-            out.append(entries_lut.clone())
-        if not auto or n_rows >= 30:
-            for alpha in (1.0, 10.0):
-                out.append(LookupTablePredictor("nnls", alpha, **kw))
-    if "hybrid" in wanted and (not auto or n_rows >= 30):
-        out.append(HybridPredictor("auto", "ridge", **kw))
-        if entries_lut is not None:
-            out.append(HybridPredictor(entries_lut, "ridge", **kw))
-        if not auto or n_rows >= 200:
-            out.append(HybridPredictor("auto", "mlp", **kw))
-    if "mlp" in wanted and (not auto or n_rows >= 100):
-        out.append(MLPPredictor(**kw))
+    for cls in candidate_classes():  # every registered kind proposes its own grid
+        if cls.kind in wanted:
+            out += cls.candidates(n_rows, auto=kinds is None, base=base, entries_lut=entries_lut,
+                                  width_mult=width_mult, n_classes=n_classes, family=family)
     if not out:
         raise InputError(f"no candidate predictor of kind(s) {', '.join(sorted(wanted))} for "
                          f"{n_rows} rows" + ("; transfer needs a source predictor (--base)"

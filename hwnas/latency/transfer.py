@@ -33,6 +33,13 @@ class TransferPredictor(LatencyPredictor):
     """A fitted source predictor plus a low-dimensional log-space correction to the target."""
 
     kind = "transfer"
+    candidate_rank = 0
+
+    @classmethod
+    def candidates(cls, n_rows, *, auto, base, entries_lut, **kw):
+        if base is None:
+            return []
+        return [cls(base, features, **kw) for features in ("none", "compact", "roofline")]
     min_rows = 3
 
     def __init__(self, base: LatencyPredictor | None = None, features: str = "compact", *,
