@@ -520,16 +520,14 @@ def supernet_eval(
     from hwnas.families.tables import archs_frame
     from hwnas.fileio import atomic_path
     from hwnas.progress import make_progress
-    from hwnas.supernet.evaluation import evaluate_checkpoint
+    from hwnas.supernet.evaluation import evaluate_subnets, subnets_of_checkpoint
 
-    if (table is None) == (arch is None):
-        raise InputError("give exactly one of --table FILE.csv or --arch JSON")
     _check_out_file(out)
+    model, archs, loaders = subnets_of_checkpoint(checkpoint, table=table, arch_json=arch, data=_data_config(data))
     with make_progress(err_console) as bar:
-        task = bar.add_task("evaluate", total=None, info="")
-        archs, rows = evaluate_checkpoint(checkpoint, table=table, arch_json=arch, split=split,
-                                          data=_data_config(data),
-                                          progress=lambda done, total: bar.update(task, completed=done, total=total))
+        task = bar.add_task("evaluate", total=len(archs), info="")
+        rows = evaluate_subnets(model, archs, loaders, split=split,
+                                progress=lambda done, total: bar.update(task, completed=done))
     result = Table("id", "arch", f"{split} top-1 %", "loss")
     for a, r in zip(archs, rows):
         result.add_row(a.id, a.describe(), f"{r['top1']:.2f}", f"{r['loss']:.4f}")

@@ -16,7 +16,7 @@ from hwnas.errors import InputError
 from hwnas.supernet.bn import evaluate, recalibrate_bn
 from hwnas.supernet.data import BN_IMAGES, Loaders, calibration_loader
 
-__all__ = ["evaluate_subnets", "evaluate_checkpoint"]
+__all__ = ["evaluate_subnets", "subnets_of_checkpoint"]
 
 
 def evaluate_subnets(model: Any, archs: Sequence[Any], loaders: Loaders, *,
@@ -48,12 +48,12 @@ def evaluate_subnets(model: Any, archs: Sequence[Any], loaders: Loaders, *,
     return rows
 
 
-def evaluate_checkpoint(checkpoint=None, *, table=None, arch_json: str | None = None, split: str = "val",
-                        data=None, progress: Callable[[int, int], Any] | None = None
-                        ) -> tuple[list[Any], list[dict[str, Any]]]:
-    """(archs, rows of `evaluate_subnets`) of the subnets in a CSV `table` (the checkpoint family's
-    flat rows, values) or one OFA JSON `arch_json`, taken from `checkpoint` (None: the shipped
-    supernet) and evaluated on `split` of its dataset or `data` (a `DataConfig`)."""
+def subnets_of_checkpoint(checkpoint=None, *, table=None, arch_json: str | None = None, data=None
+                          ) -> tuple[Any, list[Any], Loaders]:
+    """(supernet, archs, loaders) to `evaluate_subnets` with: the subnets in a CSV `table` (the
+    checkpoint family's flat rows, values) or one OFA JSON `arch_json`, of `checkpoint` (None: the
+    shipped supernet), on its dataset or `data` (a `DataConfig`). Every input error is raised here,
+    before anything is evaluated."""
     from hwnas.families import DEFAULT_FAMILY, get_family
     from hwnas.families.tables import read_arch_frame
     from hwnas.supernet.data import build_loaders
@@ -66,5 +66,4 @@ def evaluate_checkpoint(checkpoint=None, *, table=None, arch_json: str | None = 
     space = family.space_from_dict(meta["space"])
     archs = (read_arch_frame(space, table)[0] if table is not None
              else [space.validate(family.arch_from_json(arch_json, space.width_mult))])
-    loaders = build_loaders(data_config_of(meta, data))
-    return archs, evaluate_subnets(model, archs, loaders, split=split, progress=progress)
+    return model, archs, build_loaders(data_config_of(meta, data))
