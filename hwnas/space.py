@@ -422,14 +422,15 @@ class SearchSpace:
     def active_mask(m: np.ndarray) -> np.ndarray:
         """bool [n, 45] (the gene columns): True where the gene changes the network."""
         m = np.asarray(m)
-        used = _USED[np.clip(m[:, 41:46], 0, MAX_DEPTH)].reshape(len(m), N_SLOTS)
-        return np.concatenate([used, used, np.ones((len(m), N_STAGES), dtype=bool)], axis=1)
+        out = np.ones((len(m), 2 * N_SLOTS + N_STAGES), dtype=bool)
+        out[:, :N_SLOTS] = out[:, N_SLOTS:2 * N_SLOTS] = _USED[m[:, 41:46]].reshape(len(m), N_SLOTS)
+        return out
 
     @staticmethod
     def canonical(m: np.ndarray) -> np.ndarray:
         """A copy of `m` with the filler in unused slots (same dtype)."""
-        m = np.array(m, copy=True)
-        unused = ~_USED[np.clip(m[:, 41:46], 0, MAX_DEPTH)].reshape(len(m), N_SLOTS)
+        m = np.array(m, copy=True)  # rows of valid depths 1..4 (checked where they come in)
+        unused = ~_USED[m[:, 41:46]].reshape(len(m), N_SLOTS)
         m[:, 1:21][unused] = PAD_KS
         m[:, 21:41][unused] = PAD_E
         return m

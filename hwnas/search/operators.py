@@ -69,14 +69,17 @@ def mutate(space, m: np.ndarray, rng: np.random.Generator, prob: float = 0.1) ->
 def _take(space, x: np.ndarray, y: np.ndarray, p: np.ndarray, fresh: np.ndarray,
           y_active: np.ndarray | None = None) -> np.ndarray:
     """Gene by gene from `y` where `p`, else from `x`; a gene the chosen source does not use comes
-    from the other source if it uses it, else from `fresh`. Canonical."""
-    act_x = _active(space, x)
-    act_y = _active(space, y) if y_active is None else y_active
-    child = np.where(p, y, x)
-    mine = np.where(p, act_y, act_x)
-    other_used = np.where(p, act_x, act_y)
-    fill = np.where(other_used, np.where(p, x, y), fresh)
-    return space.canonical(np.where(mine, child, fill))
+    from the other source if it uses it, else from `fresh` (r is always used). Canonical.
+    `y_active`: `y`'s active mask over the gene columns, when the caller knows it."""
+    act_x = space.active_mask(x)
+    act_y = space.active_mask(y) if y_active is None else y_active
+    pg = p[:, 1:]
+    chosen = np.where(p, y, x)
+    other = np.where(pg, x[:, 1:], y[:, 1:])
+    genes = np.where(np.where(pg, act_y, act_x), chosen[:, 1:],
+                     np.where(np.where(pg, act_x, act_y), other, fresh[:, 1:]))
+    chosen[:, 1:] = genes
+    return space.canonical(chosen)
 
 
 def crossover(space, a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -142,6 +145,6 @@ def breed(space, parents: np.ndarray, k_mut: int, k_cross: int, rng: np.random.G
     y[k_mut:] = parents[pick[k_mut:, 1]]
     thresh = np.empty((k, 1))
     thresh[:k_mut], thresh[k_mut:] = prob, 0.5
-    y_active = _active(space, y)
-    y_active[:k_mut] = True
+    y_active = np.ones((k, width - 1), dtype=bool)  # fresh genes "use" every gene
+    y_active[k_mut:] = space.active_mask(y[k_mut:])
     return _take(space, x, y, draw[:, :width] < thresh, fresh, y_active)
