@@ -9,27 +9,19 @@ nothing; that each stage runs on each family's run and keeps its columns is the 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from cli_calls import cli, export_verified
+
 pytestmark = pytest.mark.slow
 
 TINY = ["phases.full.epochs=1", "phases.kernel.epochs=1", "phases.depth.epochs=1",
         "phases.expand.epochs=1", "phases.width={epochs: 1, lr: 0.01}", "max_steps_per_epoch=1",
         "data.batch_size=8", "eval_batches=1", "bn_batches=1", "threads=1", "space.r=32:40:4"]
-
-
-def cli(capsys, *args: str) -> tuple[int, str]:
-    from hwnas.cli import main
-
-    with pytest.raises(SystemExit) as done:
-        main(list(args))
-    captured = capsys.readouterr()
-    return done.value.code, captured.out + captured.err
 
 
 @pytest.mark.parametrize("family", ["ofa-proxyless", "ofa-resnet50"])
@@ -81,11 +73,8 @@ def test_every_stage_runs_on_a_run_of_the_family(family, tmp_path, capsys):
 
     subnet = str(verified["id"].iloc[0])
     bundle = tmp_path / "bundle"
-    code, out = cli(capsys, "export", "--run", str(run), "--device", "cpu-ort", "--subnet", subnet,
-                    "--out", str(bundle), "--verify-images", "8")
-    assert code == 0, out
-    meta = json.loads((bundle / "model.json").read_text())
-    assert meta["status"] == "verified" and meta["family"] == family and meta["id"] == subnet
+    meta = export_verified(capsys, run, subnet, bundle)
+    assert meta["family"] == family and meta["id"] == subnet
 
     from hwnas.export.bundle import load
 

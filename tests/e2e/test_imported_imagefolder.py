@@ -19,18 +19,11 @@ import pytest
 import torch
 import yaml
 
+from cli_calls import cli, export_verified
+
 pytestmark = pytest.mark.slow
 
 CLASSES = ("3", "141", "977")  # a subset of the imported supernet's class names "0".."999"
-
-
-def cli(capsys, *args: str) -> tuple[int, str]:
-    from hwnas.cli import main
-
-    with pytest.raises(SystemExit) as done:
-        main(list(args))
-    captured = capsys.readouterr()
-    return done.value.code, captured.out + captured.err
 
 
 def make_image_folder(root: Path, per_class: dict[str, int], seed: int = 0) -> Path:
@@ -100,23 +93,14 @@ def test_pipeline_runs_on_an_imported_supernet_with_an_image_folder(imported, tm
     assert set(verified["id"]) <= set(test["id"])
 
     subnet = str(verified["id"].iloc[0])
-    bundle = tmp_path / "bundle"
-    code, out = cli(capsys, "export", "--run", str(run), "--device", "cpu-ort", "--subnet", subnet,
-                    "--out", str(bundle), "--verify-images", "8")
-    assert code == 0, out
-    meta = json.loads((bundle / "model.json").read_text())
-    assert meta["status"] == "verified", meta
+    export_verified(capsys, run, subnet, tmp_path / "bundle")
     # every other backend this machine has (the imported subnet is 224-capable, full-size)
     from hwnas.devices import get_device
 
     for name in ("cpu-torch", "cpu-openvino", "mobile-xnnpack"):
         if get_device(name).available() is not None:
             continue
-        out_dir = tmp_path / f"bundle-{name}"
-        code, out = cli(capsys, "export", "--run", str(run), "--device", name, "--subnet", subnet,
-                        "--out", str(out_dir), "--verify-images", "8", "--no-measure")
-        assert code == 0, (name, out)
-        assert json.loads((out_dir / "model.json").read_text())["status"] == "verified", name
+        export_verified(capsys, run, subnet, tmp_path / f"bundle-{name}", name, "--no-measure")
 
 
 def test_a_folder_that_does_not_match_the_classifier_is_one_line(imported, tmp_path, capsys):
