@@ -41,6 +41,12 @@ def accuracy_predictor_kinds() -> list[str]:
     return list(_REGISTRY)
 
 
+def candidate_classes() -> list[type["AccuracyPredictor"]]:
+    """The registered kinds the out-of-fold selection chooses among, simplest first."""
+    return sorted((c for c in _REGISTRY.values() if c.candidate_rank is not None),
+                  key=lambda c: c.candidate_rank)
+
+
 def make_accuracy_predictor(kind: str, space, n_classes: int = 10, **settings: Any
                             ) -> "AccuracyPredictor":
     if kind not in _REGISTRY:
@@ -54,6 +60,15 @@ class AccuracyPredictor(ABC):
 
     kind: ClassVar[str]
     feature_set: ClassVar[str] = "full"
+    #: where the kind's candidates stand in the out-of-fold selection (simplest first; None: not a
+    #: candidate, e.g. Once-for-All's 3x400 MLP, which costs more than all the others together and
+    #: memorises small tables -- `hwnas accuracy eval` can still score it)
+    candidate_rank: ClassVar[int | None] = None
+
+    @classmethod
+    def candidates(cls, n_rows: int) -> list[tuple[str, dict[str, Any]]]:
+        """This kind's (kind, settings) candidates for a table of `n_rows`."""
+        return [(cls.kind, {"features": f}) for f in ("compact", "full")]
 
     def __init__(self, space, n_classes: int = 10, **settings: Any):
         """`space`: the run's space, any family (`hwnas.space.SearchSpace` for OFA-MobileNetV3,
@@ -197,6 +212,7 @@ def load_predictor_file(path: str | Path) -> AccuracyPredictor:
 # -- ridge -----------------------------------------------------------------------------------
 class RidgePredictor(AccuracyPredictor):
     kind = "ridge"
+    candidate_rank = 0
     feature_set = "compact"
     ALPHAS = np.logspace(-3, 4, 29)
 
@@ -340,6 +356,12 @@ class _MLPFamily(AccuracyPredictor):
 
 class MLPEnsemblePredictor(_MLPFamily):
     kind = "mlp-ensemble"
+    candidate_rank = 1
+    min_rows = 150  # below this the ensembles cost seconds per fold and did not beat ridge here
+
+    @classmethod
+    def candidates(cls, n_rows: int) -> list[tuple[str, dict[str, Any]]]:
+        return super().candidates(n_rows) if n_rows >= cls.min_rows else []
 
     def _fit(self, x: np.ndarray, y: np.ndarray, seed: int) -> None:
         s = {"members": 5, "hidden": (64, 64), "epochs": 300, "lr": 3e-3, "weight_decay": 1e-2,

@@ -14,26 +14,17 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from hwnas.accuracy.predictors import AccuracyPredictor, make_accuracy_predictor
+from hwnas.accuracy.predictors import AccuracyPredictor, candidate_classes, make_accuracy_predictor
 from hwnas.errors import InputError
 from hwnas.latency.metrics import kendall_tau, rmse
 
-__all__ = ["DEFAULT_CANDIDATES", "default_candidates", "regression_metrics", "cross_val_predict",
+__all__ = ["default_candidates", "regression_metrics", "cross_val_predict",
            "fit_best_accuracy"]
 
-# (kind, settings), simplest first. Once-for-All's 3x400 MLP ("mlp") is not among them: it costs
-# more than all of these together and memorises small tables (`hwnas accuracy eval` can still score it).
-DEFAULT_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("ridge", {"features": "compact"}),
-    ("ridge", {"features": "full"}),
-    ("mlp-ensemble", {"features": "compact"}),
-    ("mlp-ensemble", {"features": "full"}),
-)
-MLP_MIN_ROWS = 150  # below this the ensembles cost seconds per fold and did not beat ridge here
-
-
 def default_candidates(n_rows: int) -> list[tuple[str, dict[str, Any]]]:
-    return [c for c in DEFAULT_CANDIDATES if c[0] != "mlp-ensemble" or n_rows >= MLP_MIN_ROWS]
+    """(kind, settings) candidates for a table of `n_rows`, simplest first: every registered kind
+    with a `candidate_rank` proposes its own."""
+    return [c for cls in candidate_classes() for c in cls.candidates(n_rows)]
 
 
 def regression_metrics(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
