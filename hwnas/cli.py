@@ -114,45 +114,15 @@ def space_info(space_file: Optional[Path] = SpaceOpt,
                ) -> None:
     """Print the space's choices and its exact size."""
     from hwnas.families import DEFAULT_FAMILY, get_family
+    from hwnas.families.space import space_info as describe
 
     fam = get_family(family)
-    if family != DEFAULT_FAMILY:
-        if space_file is not None:
-            raise InputError(f"--space files describe ofa-mbv3 spaces; leave it out with --family {family}")
-        _print_family_info(fam.info(), as_json)
-        return
-    space = _load_space(space_file)
-    info = space.describe()
-    info["min_arch"] = space.min_arch().to_ofa_dict()
-    info["max_arch"] = space.max_arch().to_ofa_dict()
-    if as_json:
-        info["size"] = str(info["size"])  # exceeds JSON's safe integer range
-        info["size_per_resolution"] = str(info["size_per_resolution"])
-        typer.echo(json.dumps(info, indent=2))
-        return
-    table = Table(title="OFA-MobileNetV3 search space", show_header=False)
-    table.add_row("kernel sizes (ks)", str(list(space.ks_choices)))
-    table.add_row("expand ratios (e)", str(list(space.e_choices)))
-    table.add_row("stage depths (d)", str(list(space.d_choices)))
-    table.add_row("resolutions (r)", f"{space.r_choices[0]}..{space.r_choices[-1]} "
-                  f"({len(space.r_choices)} values)")
-    table.add_row("width multiplier", str(space.width_mult))
-    table.add_row("stages x max depth", "5 x 4 = 20 slots")
-    table.add_row("subnets per resolution", f"{space.size(True):,} ({space.stage_count()}^5)")
-    table.add_row("subnets in all", f"{space.size():,} (~{info['log10_size']:.1f} orders of 10)")
-    table.add_row("smallest", space.min_arch().describe())
-    table.add_row("largest", space.max_arch().describe())
-    console.print(table)
-
-
-class SampleFormat(str, Enum):
-    json = "json"
-    csv = "csv"
-
-
-def _print_family_info(info: dict, as_json: bool) -> None:
-    if as_json:
-        info = {**info, "networks_per_resolution": str(info["networks_per_resolution"])}
+    if family != DEFAULT_FAMILY and space_file is not None:
+        raise InputError(f"--space files describe ofa-mbv3 spaces; leave it out with --family {family}")
+    info = describe(_load_space(space_file) if family == DEFAULT_FAMILY else fam.default_space())
+    if as_json:  # sizes exceed JSON's safe integer range
+        for key in ("size", "size_per_resolution", "networks_per_resolution"):
+            info[key] = None if info[key] is None else str(info[key])
         typer.echo(json.dumps(info, indent=2))
         return
     table = Table(title=f"{info['title']} search space ({info['once_for_all_class']})", show_header=False)
@@ -160,14 +130,22 @@ def _print_family_info(info: dict, as_json: bool) -> None:
         table.add_row(f"{name} ({gene['count']} genes)", str(gene["choices"]))
     r = info["resolutions"]
     table.add_row("resolutions (r)", f"{r[0]}..{r[-1]} ({len(r)} values)")
-    table.add_row("width multiplier", " or ".join(map(str, info["widths"])))
-    table.add_row("published", ", ".join(info["published"].values()))
+    table.add_row("width multiplier", f"{info['width_mult']} (published: "
+                  + (", ".join(info["published"].values()) or "none") + ")")
     table.add_row("table columns", f"{', '.join(info['columns'][:4])}, ... {info['columns'][-1]} "
                   f"({len(info['columns'])})")
-    n = info["networks_per_resolution"]
+    n = info["size_per_resolution"]
     if n is not None:
         table.add_row("subnets per resolution", f"{n:,} (~10^{len(str(n)) - 1})")
+        table.add_row("subnets in all", f"{info['size']:,}")
+    table.add_row("smallest", info["smallest"])
+    table.add_row("largest", info["largest"])
     console.print(table)
+
+
+class SampleFormat(str, Enum):
+    json = "json"
+    csv = "csv"
 
 
 @space_app.command("sample")

@@ -185,7 +185,7 @@ class Family(ABC):
         return None
 
     def info(self) -> dict[str, Any]:
-        """What `hwnas space info --family F` prints: genes, columns, widths, resolutions, size."""
+        """The family's facts: genes, columns, widths, resolutions, size (see `space_info`)."""
         return {"family": self.name, "title": self.title, "once_for_all_class": self.ofa_class,
                 "published": {str(w): n for w, n in self.published.items()},
                 "widths": list(self.widths),

@@ -13,7 +13,7 @@ import numpy as np
 from hwnas.errors import ConfigError
 from hwnas.families.base import OFA_RESOLUTIONS, Family, GeneArch, GeneGroup
 
-__all__ = ["FamilySpace"]
+__all__ = ["FamilySpace", "space_info"]
 
 
 @dataclass(frozen=True)
@@ -226,3 +226,23 @@ class FamilySpace:
 
             raise InputError(f"arch {arch.id} is outside the search space: {reason}")
         return arch
+
+
+def space_info(space) -> dict[str, Any]:
+    """What `hwnas space info` prints, for a space of any family (`hwnas.space.SearchSpace` or a
+    `FamilySpace`): the family's facts, with this space's gene choices, resolutions, width, exact
+    size (None where the family cannot count it) and its smallest and largest subnets."""
+    family = space.family
+    info = family.info()
+    groups = family.gene_groups()
+    choices = (space.choices if isinstance(space, FamilySpace)
+               else (space.ks_choices, space.e_choices, space.d_choices))
+    for g, c in zip(groups, choices):
+        info["genes"][g.name]["choices"] = list(c)
+    size = space.size(per_resolution=True)
+    info.update(resolutions=list(space.r_choices), width_mult=space.width_mult,
+                networks_per_resolution=size, size_per_resolution=size,
+                size=None if size is None else size * len(space.r_choices),
+                min_arch=space.min_arch().to_ofa_dict(), max_arch=space.max_arch().to_ofa_dict(),
+                smallest=space.min_arch().describe(), largest=space.max_arch().describe())
+    return info
