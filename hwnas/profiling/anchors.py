@@ -40,11 +40,16 @@ __all__ = ["AnchorBook", "anchor_key", "reference_arch", "reference_key", "run_a
 _FORMAT = "hwnas-anchors/1"
 
 
-def anchor_key(how: Mapping[str, Any], reference_id: str, n_classes: int) -> tuple[str, dict[str, Any]]:
-    """(key, what it stands for) for a reference runner's `how()` on this host."""
+def anchor_key(how: Mapping[str, Any], reference_id: str, n_classes: int, weights: str | None = None
+               ) -> tuple[str, dict[str, Any]]:
+    """(key, what it stands for) for a reference runner's `how()` on this host. `weights`: the
+    weights the reference was timed with, where they matter (INT8 devices time trained weights:
+    `DeviceSession.timing_subnet`); None for fixed random weights (fp32)."""
     what = {k: how.get(k) for k in ("device", "backend", "threads", "batch", "precision", "resolution",
                                     "host", "versions")}
     what.update(reference=reference_id, n_classes=int(n_classes))
+    if weights is not None:
+        what["weights"] = weights
     blob = json.dumps(what, sort_keys=True).encode()
     return hashlib.sha1(blob).hexdigest()[:16], what
 

@@ -104,6 +104,7 @@ class DeviceSession:
         if self.quantizes_here and device.precision == "int8":
             self.calibration = calibration if calibration is not None else CalibrationImages(run)
         self.reference = reference_arch(run.space)
+        self._supernet: Any = None  # loaded for INT8 devices only (`timing_subnet`)
         self._ref_artifact: Artifact | None = None
         self._ref_runner: Runner | None = None
         self._anchor: Any = RUN_ANCHOR  # not read yet
@@ -117,13 +118,27 @@ class DeviceSession:
             self._anchor = run_anchor(self.run.run_dir, self.device.name, self.run.space)
         return self._anchor
 
+    def timing_subnet(self, arch: Any) -> Any:
+        """What is compiled and timed for `arch`. Latency does not depend on the weights, so fp32
+        devices time a subnet with fixed random weights; but what a quantizer makes of a layer does
+        (with random weights ONNX Runtime kept 12-15 % of the layers in fp32 and ran 1.1-1.8x
+        slower than the same subnet with trained weights), so INT8 devices time the subnet with
+        the run's supernet weights, as the exported model will have."""
+        if not self.quantizes_here or self.device.precision != "int8":
+            return build_timing_subnet(arch, self.run.n_classes)
+        if self._supernet is None:
+            from hwnas.supernet.pretrained import load_supernet
+
+            self._supernet = load_supernet(self.run.supernet)[0].eval()
+        return self._supernet.get_subnet(arch).eval()
+
     def reference_artifact(self) -> Artifact:
         """The reference compiled for the device (once per session)."""
         if self._ref_artifact is None:
             import torch
 
             r = self.reference.r
-            self._ref_artifact = self.compile("reference", build_timing_subnet(self.reference, self.run.n_classes),
+            self._ref_artifact = self.compile("reference", self.timing_subnet(self.reference),
                                               torch.zeros(1, 3, r, r))
         return self._ref_artifact
 
@@ -137,8 +152,19 @@ class DeviceSession:
         """(book, key, what the key stands for): a local device's anchor is this host's."""
         from hwnas.profiling.anchors import AnchorBook, anchor_key
 
-        key, what = anchor_key(self.reference_runner().how(), self.reference.id, self.run.n_classes)
+        key, what = anchor_key(self.reference_runner().how(), self.reference.id, self.run.n_classes,
+                               self._weights_id())
         return AnchorBook(), key, what
+
+    def _weights_id(self) -> str | None:
+        """The sha256 of the supernet weights INT8 devices time (`timing_subnet`), else None."""
+        if not self.quantizes_here or self.device.precision != "int8":
+            return None
+        from hwnas.supernet.checkpoint import load_checkpoint_meta
+        from hwnas.supernet.pretrained import shipped_checkpoint
+
+        meta = load_checkpoint_meta(self.run.supernet or shipped_checkpoint())
+        return str((meta.get("weights") or {}).get("sha256"))
 
     def calibrate_anchor(self, store: MeasurementStore, recalibrate: bool = False) -> float:
         """This run's anchor for the device: the run's own, else the host's (`AnchorBook`), else a

@@ -149,7 +149,7 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
 
         for arch in todo:
             params, macs = count_params_macs(arch, n_classes)
-            measure_one(arch.id, build_timing_subnet(arch, n_classes), arch.r, kind="subnet", arch=arch,
+            measure_one(arch.id, session.timing_subnet(arch), arch.r, kind="subnet", arch=arch,
                         params=params, macs=macs)
         for entry in todo_blocks:
             from hwnas.latency.layout import entry_module
