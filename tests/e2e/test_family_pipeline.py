@@ -64,7 +64,7 @@ def test_every_stage_runs_on_a_run_of_the_family(family, tmp_path, capsys):
     budget = float(subnets["corrected_ms"].max()) * 2
     code, out = cli(capsys, "search", "--run", str(run), "--device", "cpu-ort", "--latency-ms",
                     f"{budget:.3f}", "--population", "16", "--generations", "3", "--top-k", "1",
-                    "--accuracy-checks", "2")
+                    "--accuracy-samples", "20", "--accuracy-checks", "2")
     assert code == 0, out
     pareto = pd.read_csv(run / "pareto.csv")
     fam.table_codes(pareto)  # the family's columns, as values
