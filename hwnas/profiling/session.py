@@ -101,13 +101,19 @@ class DeviceSession:
                         else Path(workdir))
         #: INT8 devices' calibration images (other precisions take none, and load no data)
         self.calibration: Callable[[], np.ndarray] | None = None
-        if self.quantizes_here and device.precision == "int8":
+        if self.quantizes:
             self.calibration = calibration if calibration is not None else CalibrationImages(run)
         self.reference = reference_arch(run.space)
         self._supernet: Any = None  # loaded for INT8 devices only (`timing_subnet`)
         self._ref_artifact: Artifact | None = None
         self._ref_runner: Runner | None = None
         self._anchor: Any = RUN_ANCHOR  # not read yet
+
+    @property
+    def quantizes(self) -> bool:
+        """True when this session's compiles quantize to INT8 here (calibration images, trained
+        weights and weight-keyed anchors then matter)."""
+        return self.quantizes_here and self.device.precision == "int8"
 
     # -- the reference and the anchor ------------------------------------------------------
     @property
@@ -124,7 +130,7 @@ class DeviceSession:
         (with random weights ONNX Runtime kept 12-15 % of the layers in fp32 and ran 1.1-1.8x
         slower than the same subnet with trained weights), so INT8 devices time the subnet with
         the run's supernet weights, as the exported model will have."""
-        if not self.quantizes_here or self.device.precision != "int8":
+        if not self.quantizes:
             return build_timing_subnet(arch, self.run.n_classes)
         if self._supernet is None:
             from hwnas.supernet.pretrained import load_supernet
@@ -158,7 +164,7 @@ class DeviceSession:
 
     def _weights_id(self) -> str | None:
         """The sha256 of the supernet weights INT8 devices time (`timing_subnet`), else None."""
-        if not self.quantizes_here or self.device.precision != "int8":
+        if not self.quantizes:
             return None
         from hwnas.supernet.checkpoint import load_checkpoint_meta
         from hwnas.supernet.pretrained import shipped_checkpoint
