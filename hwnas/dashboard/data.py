@@ -321,7 +321,7 @@ def load_exports(files: RunFiles, front: pd.DataFrame | None = None,
     """One row per bundle under RUN/exports: its verification status, measured and predicted
     numbers, and flags: from an earlier search (stale), not in the current pareto.csv (orphaned),
     measured over the current budget of its device."""
-    cols = ["bundle", "id", "device", "status", "measured_top1", "measured_ms", "predicted_top1",
+    cols = ["bundle", "id", "device", "status", "measured_top1", "int8_drop", "measured_ms", "predicted_top1",
             "predicted_ms", "budget_ms", "over_budget", "search_id", "current_search", "in_front", "flags",
             "path"]
     if not files.exports.exists():
@@ -367,13 +367,24 @@ def load_exports(files: RunFiles, front: pd.DataFrame | None = None,
             flags.append(f"over the current {budget:.4g} ms budget")
         if status != "verified":
             flags.append(f"verification {status}")
+        top1, drop = bundle_top1(meta)
         rows.append({"bundle": folder.name, "id": meta.get("id"), "device": device, "status": status,
-                     "measured_top1": (meta.get("accuracy") or {}).get("top1"), "measured_ms": ms,
+                     "measured_top1": top1, "int8_drop": drop, "measured_ms": ms,
                      "predicted_top1": predicted.get("top1"), "predicted_ms": predicted.get("latency_ms"),
                      "budget_ms": budget, "over_budget": over, "search_id": sid,
                      "current_search": bool(current and sid == current), "in_front": meta.get("id") in ids,
                      "flags": "; ".join(flags) or "ok", "path": str(folder)})
     return pd.DataFrame(rows, columns=cols)
+
+
+def bundle_top1(meta: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(top-1 of what the bundle ships, INT8 drop): an INT8 bundle ships the quantized model, so
+    its measured top-1 is the INT8 one (model.json's ``accuracy.int8``), not the fp32 subnet's."""
+    acc = meta.get("accuracy") or {}
+    int8 = acc.get("int8") or {}
+    if int8.get("top1_int8") is not None:
+        return int8["top1_int8"], int8.get("drop")
+    return acc.get("top1"), None
 
 
 def bundle_signature(folder: Path) -> tuple:

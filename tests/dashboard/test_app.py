@@ -160,6 +160,21 @@ def test_exports_are_listed_with_flags(tmp_path):
     assert "stale" in row["flags"]
 
 
+def test_an_int8_bundle_shows_its_int8_top1(tmp_path):
+    """An INT8 bundle ships the quantized model: its measured top-1 is the INT8 one, with the drop."""
+    import json
+
+    from hwnas.dashboard.data import RunFiles, load_exports
+
+    b = tmp_path / "exports" / "abc-cpu-ort-int8"
+    b.mkdir(parents=True)
+    (b / "model.json").write_text(json.dumps({"id": "abc", "status": "verified", "accuracy": {
+        "top1": 97.0, "int8": {"top1_int8": 96.6, "top1_fp32": 97.0, "drop": 0.4}}}))
+    (b / "verify.json").write_text(json.dumps({"passed": True, "device": "cpu-ort-int8"}))
+    row = load_exports(RunFiles(tmp_path)).iloc[0]
+    assert row["device"] == "cpu-ort-int8" and row["measured_top1"] == 96.6 and row["int8_drop"] == 0.4
+
+
 def test_the_bundle_zip_is_cached_until_a_file_changes(tmp_path):
     import os
 

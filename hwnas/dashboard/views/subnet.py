@@ -37,7 +37,7 @@ def _subnet_pool(files: data.RunFiles) -> pd.DataFrame:
         known.add(arch.id)
         pred = meta.get("predicted") or {}
         rows.append({"id": arch.id, "source": "export only (not in the current pareto.csv)",
-                     "top1_pred": pred.get("top1"), "measured_top1": (meta.get("accuracy") or {}).get("top1"),
+                     "top1_pred": pred.get("top1"), "measured_top1": data.bundle_top1(meta)[0],
                      "ms_pred": pred.get("latency_ms"),
                      "measured_ms": ((meta.get("latency") or {}).get("measured") or {}).get("corrected_ms"),
                      "arch": list(arch.to_row())})
