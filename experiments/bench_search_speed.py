@@ -12,6 +12,9 @@ Compared, repeat by repeat on the same machine at the same moment (shared machin
   cost column, the accuracy predictor from gathered features/pair tables, the tables built before
   the clock starts as `run_search` does); its time split (accuracy predictor, latency predictor,
   bookkeeping) is recorded;
+- ``hwnas_cli`` (with ``--run``): `search_s` of ``hwnas search --run <copy> --device D --latency-ms B
+  --no-verify``, each in a fresh process (the CLI's only search in its process, as a user and
+  issue 19's check time it), after the interleaved repeats; its ratio to OFA's median;
 - ``ofa_evolution_finder``: the official `ofa.nas.search_algorithm.EvolutionFinder` (PyPI `ofa`)
   with its `MobileNetArchEncoder` and `AccuracyPredictor` (3x400 MLP on CPU, random weights:
   timing only), and as efficiency predictor a per-block dict lookup table (OFA's `LatencyTable`
@@ -192,6 +195,34 @@ def _ofa_finder(problem: Problem, seed: int):
     return EvolutionFinder(_OFALatencyLUT(space, table), acc), float(problem.budgets[device])
 
 
+def _cli_search(run_dir: str, device: str, budget: float, repeats: int) -> dict | None:
+    """`search_s` of `hwnas search --run <copy> --device D --latency-ms B --no-verify`, each in a
+    fresh process (what a user, and issue 19's check, times: the CLI's first and only search in
+    its process), on a temporary copy of the run (its search.json and pareto.csv are rewritten)."""
+    import json
+    import shutil
+    import subprocess
+    import tempfile
+
+    if repeats <= 0:
+        return None
+    out: dict = {"search_s": [], "time_split": [], "command": ""}
+    with tempfile.TemporaryDirectory(prefix="hwnas-cli-") as tmp:
+        copy_dir = Path(tmp) / "run"
+        shutil.copytree(run_dir, copy_dir)
+        cmd = [sys.executable, "-m", "hwnas", "search", "--run", str(copy_dir), "--device", device,
+               "--latency-ms", f"{budget:g}", "--no-verify"]
+        out["command"] = "hwnas search --run <copy of the run> " + " ".join(cmd[6:])
+        for i in range(repeats):
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            metrics = json.loads((copy_dir / "search.json").read_text())["metrics"]
+            out["search_s"].append(metrics["search_s"])
+            out["time_split"].append(metrics.get("time_split"))
+            print(f"hwnas search (CLI) run {i + 1}: search_s {metrics['search_s']:.3f} s", file=sys.stderr)
+    out["min_s"], out["median_s"] = min(out["search_s"]), statistics.median(out["search_s"])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", default=None, help="a run directory with fitted predictors (e.g. a copy of "
@@ -203,6 +234,9 @@ def main() -> None:
     ap.add_argument("--no-per-kind", action="store_true")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--reference-repeats", type=int, default=3)
+    ap.add_argument("--cli-repeats", type=int, default=3,
+                    help="with --run: also time `hwnas search ... --no-verify` this many times, each in a "
+                         "fresh process, on a temporary copy of the run (its search.json's search_s)")
     ap.add_argument("--generations", type=int, default=500)
     ap.add_argument("--population", type=int, default=100)
     ap.add_argument("--out", default="experiments/results/search_speed.json")
@@ -253,6 +287,9 @@ def main() -> None:
                                             max_time_budget=args.generations)
                 ref.append(time.perf_counter() - t)
             print(f"OFA EvolutionFinder run {i + 1}: {ref[-1]:.3f} s", file=sys.stderr)
+    cli = None
+    if args.run and args.generations == 500 and args.population == 100:  # (the CLI runs its defaults)
+        cli = _cli_search(args.run, setup["device"], setup["latency_budget_ms"], args.cli_repeats)
     load_after = os.getloadavg()
     med_ours = statistics.median(ours)
     ratios = [r / o for r, o in zip(ref, ours)]
@@ -276,6 +313,8 @@ def main() -> None:
                                   "efficiency_predictor": "per-block dict lookup table of the run's latency "
                                                           "predictor (OFA's LatencyTable style)"}
                                  if ref else None),
+        "hwnas_cli": ({**cli, "speedup_median_vs_ofa": statistics.median(ref) / cli["median_s"] if ref else None}
+                      if cli else None),
         "speedup_median": (statistics.median(ref) / med_ours) if ref else None,
         "speedup_paired_median": statistics.median(ratios) if ratios else None,
         "goal_speedup": 10.0,
@@ -289,6 +328,9 @@ def main() -> None:
         print(f"{'OFA EvolutionFinder':<22}{min(ref):>9.3f}{statistics.median(ref):>10.3f}")
         print(f"speed-up (median/median) {result['speedup_median']:.1f}x, paired median "
               f"{result['speedup_paired_median']:.1f}x; load {load_before[0]:.1f} -> {load_after[0]:.1f}")
+    if cli:
+        print(f"{'hwnas search (CLI)':<22}{cli['min_s']:>9.3f}{cli['median_s']:>10.3f}   search_s, fresh process each"
+              + (f"; {result['hwnas_cli']['speedup_median_vs_ofa']:.1f}x OFA's median" if ref else ""))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out, result)
     print(f"wrote {args.out}")

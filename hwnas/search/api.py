@@ -165,6 +165,7 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     t = time.perf_counter()
     for pr in problems.values():
         pr.prepare()  # the fused tables: built once, before the search clock starts
+    algorithm.load()  # (and the algorithm's modules imported)
     prepare_s = time.perf_counter() - t
 
     archives, outcomes, settings, search_s = [], {}, None, 0.0

@@ -4,19 +4,23 @@ Same algorithm and defaults as OFA's `EvolutionFinder`: a population of 100 subn
 latency budget; each generation keeps the best 25 % by predicted accuracy as parents and breeds 100
 children (half by mutation with per-gene probability 0.1, half by uniform crossover), redrawing any
 child that breaks the budget; 500 generations. OFA scores one subnet per call, this scores each
-generation's children with one latency batch (plus one per redraw round) and one accuracy batch,
-on the int matrix: ~0.4 s for the 50,000-call default search, 4-5x faster than OFA's loop on the
-same machine (`experiments/bench_search_speed.py`).
+generation's children with one latency batch (plus one per redraw round) and one accuracy batch.
+On OFA-MobileNetV3 the loop runs on int8 choice-index rows (`hwnas.search.indexed`: bit-level
+breeding, the slot index from one lookup, value rows only for the cost models and the archive),
+with the same draws and children as the value-row loop; other families breed value rows.
+The 50,000-call default search: see `experiments/bench_search_speed.py` against OFA's own finder.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from hwnas.latency.base import single_thread
+from hwnas.search.indexed import GeneIndex
 from hwnas.search.operators import breed
 from hwnas.search.problem import TOP1, Batch, Problem, SearchOutcome, feasible_sample
 from hwnas.search.tabulate import SlotIndex
@@ -43,7 +47,7 @@ def _spares(n: int, rate: float) -> int:
     if n <= 0:
         return 0
     rate = min(max(rate, 0.05), 1.0)
-    return int(np.ceil((n + 2.0 * np.sqrt(n * (1.0 - rate)) + 1.0) / rate))
+    return math.ceil((n + 2.0 * math.sqrt(n * (1.0 - rate)) + 1.0) / rate)  # (scalars: math, not numpy)
 
 
 def _children(problem: Problem, parents: np.ndarray, n_mut: int, n_cross: int, rng: np.random.Generator,
@@ -93,10 +97,66 @@ def _children(problem: Problem, parents: np.ndarray, n_mut: int, n_cross: int, r
             np.concatenate(viols), idx, copies)
 
 
+def _children_indexed(problem: Problem, gi: GeneIndex, parents: np.ndarray, parent_combos: np.ndarray,
+                      n_mut: int, n_cross: int, rng: np.random.Generator, s: EvolutionSettings,
+                      rates: list[float]):
+    """`_children` on choice-index rows (`GeneIndex`): the same draws and children.
+    Returns (index rows, value rows, cost columns, violation, slot index, depth combinations,
+    parent copies)."""
+    rows, vals, cols, viols, idxs, combos = [], [], [], [], [], []
+    for _ in range(s.max_redraws):
+        if n_mut + n_cross == 0:
+            break
+        k_mut, k_cross = _spares(n_mut, rates[0]), _spares(n_cross, rates[1])
+        g, dc = gi.breed(parents, parent_combos, k_mut, k_cross, rng, s.mutate_prob)
+        m = gi.values(g)
+        idx = gi.slot_index(g)
+        c, v, _ = problem.costs_indexed(m, idx=idx)
+        ok = v <= 0
+        ok_mut, ok_cross = np.flatnonzero(ok[:k_mut]), np.flatnonzero(ok[k_mut:])
+        if k_mut:
+            rates[0] = 0.8 * rates[0] + 0.2 * len(ok_mut) / k_mut
+        if k_cross:
+            rates[1] = 0.8 * rates[1] + 0.2 * len(ok_cross) / k_cross
+        keep = np.concatenate([ok_mut[:n_mut], k_mut + ok_cross[:n_cross]])
+        if len(keep) == len(m):
+            rows.append(g), vals.append(m), cols.append(c), viols.append(v), idxs.append(idx), combos.append(dc)
+        else:
+            rows.append(g.take(keep, axis=0))
+            vals.append(m.take(keep, axis=0))
+            cols.append({k: x.take(keep) for k, x in c.items()})
+            viols.append(v.take(keep))
+            idxs.append(idx.take(keep))
+            combos.append(dc.take(keep))
+        n_mut, n_cross = n_mut - min(len(ok_mut), n_mut), n_cross - min(len(ok_cross), n_cross)
+    copies = n_mut + n_cross
+    if copies:
+        pick = rng.integers(len(parents), size=copies)
+        g = parents[pick]
+        m = gi.values(g)
+        c, v, idx = problem.costs_indexed(m)
+        if idx is None:  # (cannot happen for rows of the space: then every copy's index is known)
+            idx = gi.slot_index(g)
+        rows.append(g), vals.append(m), cols.append(c), viols.append(v), idxs.append(idx)
+        combos.append(parent_combos[pick])
+    if len(rows) == 1:
+        return rows[0], vals[0], cols[0], viols[0], idxs[0], combos[0], copies
+    idx = SlotIndex(np.concatenate([i.ri for i in idxs]), np.concatenate([i.flat for i in idxs]))
+    return (np.concatenate(rows), np.concatenate(vals), {k: np.concatenate([c[k] for c in cols]) for k in cols[0]},
+            np.concatenate(viols), idx, np.concatenate(combos), copies)
+
+
 def evolution_search(problem: Problem, settings: EvolutionSettings = EvolutionSettings(), seed: int = 0,
                      progress: Callable[..., Any] | None = None) -> SearchOutcome:
-    """Maximise predicted top-1 under the problem's constraints; the archive holds every child."""
+    """Maximise predicted top-1 under the problem's constraints; the archive holds every child.
+
+    On OFA-MobileNetV3's fast path the loop runs on choice-index rows (`GeneIndex`: same draws,
+    same children, a fraction of the numpy calls); other families breed value rows."""
     with single_thread():
+        fast = problem._fast_path() if problem.index_breeding else None
+        gi = fast.genes if fast is not None else None
+        if gi is not None:
+            return _evolve_indexed(problem, settings, seed, progress, gi)
         return _evolve(problem, settings, seed, progress)
 
 
@@ -137,6 +197,60 @@ def _evolve(problem: Problem, settings: EvolutionSettings, seed: int, progress: 
         cc[TOP1] = problem.top1(cm, idx)
         start = filled
         filled = put(filled, cm, cc, cv)
+        pop = np.concatenate([parents, np.arange(start, filled)])
+        if progress and (gen + 1) % 25 == 0:
+            progress("search", done=gen + 1, total=s.generations, best=history[-1])
+    history.append(float(top1[pop].max()))
+    archive = Batch(arch_m[:filled], {k: arch_c[k][:filled] for k in sorted(keys)}, arch_v[:filled])
+    return SearchOutcome(archive, history,
+                         {"generations": s.generations, "population": s.population,
+                          "parents": n_par, "parent_copies": copies, **s.as_dict()})
+
+
+def _evolve_indexed(problem: Problem, settings: EvolutionSettings, seed: int,
+                    progress: Callable[..., Any] | None, gi: GeneIndex) -> SearchOutcome:
+    """`_evolve` with the archive and the parents as choice-index rows (values once, at the end)."""
+    s = settings
+    rng = np.random.default_rng(seed)
+    n_par = max(1, int(round(s.parent_ratio * s.population)))
+    n_mut = int(round(s.mutation_ratio * s.population))
+    m, cols, v = feasible_sample(problem, s.population, rng)
+    first = problem.with_top1(m, cols, v)
+    total = len(first) + s.generations * s.population
+    keys = list(first.cols)
+    arch_g = np.empty((total, first.m.shape[1]), dtype=np.int8)
+    arch_m = np.empty((total, first.m.shape[1]), dtype=np.int32)
+    arch_dc = np.empty(total, dtype=np.int16)
+    arch_c = {k: np.empty(total) for k in keys}
+    arch_v = np.empty(total)
+    top1 = arch_c[TOP1]
+
+    def put(at: int, g: np.ndarray, m: np.ndarray, dc: np.ndarray, c: dict[str, np.ndarray],
+            viol: np.ndarray) -> int:
+        end = at + len(g)
+        arch_g[at:end] = g
+        arch_m[at:end] = m
+        arch_dc[at:end] = dc
+        for k in keys:
+            arch_c[k][at:end] = c[k]
+        arch_v[at:end] = viol
+        return end
+
+    g0 = gi.to_index(first.m)
+    filled = put(0, g0, first.m, gi.combos(g0), first.cols, first.violation)
+    pop = np.arange(filled)
+    history: list[float] = []
+    copies, rates = 0, [1.0, 1.0]
+    for gen in range(s.generations):
+        parents = pop[np.argsort(-top1.take(pop), kind="stable")[:n_par]]
+        history.append(float(top1[parents[0]]))
+        cg, cm, cc, cv, idx, cdc, n_copy = _children_indexed(
+            problem, gi, arch_g.take(parents, axis=0), arch_dc.take(parents), n_mut, s.population - n_mut,
+            rng, s, rates)
+        copies += n_copy
+        cc[TOP1] = problem.top1(cm, idx)
+        start = filled
+        filled = put(filled, cg, cm, cdc, cc, cv)
         pop = np.concatenate([parents, np.arange(start, filled)])
         if progress and (gen + 1) % 25 == 0:
             progress("search", done=gen + 1, total=s.generations, best=history[-1])

@@ -145,6 +145,7 @@ class Problem:
     top1_drop: Any = None  # INT8 points: a drop model (`hwnas.accuracy.int8.Int8DropModel`)
     use_tables: bool = True
     memo: bool = True
+    index_breeding: bool = True  # evolution on choice-index rows where it applies (`GeneIndex`)
     acc_calls: int = 0
     acc_batches: int = 0
     acc_computed: int = 0
@@ -248,17 +249,21 @@ class Problem:
         cols, violation, _ = self.costs_indexed(m)
         return cols, violation
 
-    def costs_indexed(self, m: np.ndarray, trusted: bool = False
+    def costs_indexed(self, m: np.ndarray, trusted: bool = False, idx: SlotIndex | None = None
                       ) -> tuple[dict[str, np.ndarray], np.ndarray, SlotIndex | None]:
         """`costs`, plus the batch's `SlotIndex` (None off the fast path) for `top1` to reuse.
 
         On the fast path every cost column of every device reads one fused gather (exact tables
         and the additive parts of the latency models), then each model's few vector ops run on
         the whole batch. `trusted`: `m` was bred by a search from this space's choices (in
-        canonical form), so the range checks are skipped."""
+        canonical form), so the range checks are skipped. `idx`: the batch's `SlotIndex`, when the
+        caller has it (`hwnas.search.indexed.GeneIndex.slot_index`)."""
         t = _clock()
         fast = self._fast_path() if isinstance(m, np.ndarray) and len(m) else None
-        idx = fast.indexer(m, trusted) if fast is not None else None
+        if fast is None:
+            idx = None
+        elif idx is None:
+            idx = fast.indexer(m, trusted)
         if idx is not None:
             s = fast.table.gather(idx)
             cols = {k: post(s, m) for k, post in fast.posts.items()}
@@ -475,6 +480,7 @@ class _FastPath:
     acc_table: FusedTable | None = None
     acc_post: Callable[[np.ndarray], np.ndarray] | None = None
     ridge: "_RidgeOneHot | None" = None
+    genes: Any = None  # the space's `GeneIndex` (choice-index breeding), where it applies
 
     @staticmethod
     def build(problem: Problem) -> "_FastPath | None":
@@ -505,6 +511,10 @@ class _FastPath:
             else:
                 posts[key] = lambda s, m, cost=cost: cost(m)
         fast = _FastPath(SlotIndexer(space), FusedTable(space, parts), posts, list(problem.limits.items()))
+        from hwnas.search.indexed import GeneIndex
+
+        if GeneIndex.supports(space):
+            fast.genes = GeneIndex(space, fast.indexer)
         acc = problem.accuracy
         if hasattr(acc, "predict_features_with_std") and getattr(acc, "space", None) == space:
             from hwnas.accuracy.features import feature_table, features_from_pre
@@ -536,6 +546,10 @@ class _RidgeOneHot:
         self.c_mean, self.c_std, self.beta_c, self.cov_cc = c_mean, c_std, beta_c, cov_cc
         self._g_flat = g.ravel()
         self._n_z = g.shape[0]
+        # fused-table row -> row of z: a resolution's block rows to their local row, the zero row
+        # (unused slot) to the zero row of z
+        n_rows = costs.flat.shape[0] - 1
+        self._local = np.append(np.arange(n_rows, dtype=np.intp) % stride, n_local)
 
     @staticmethod
     def build(acc, table, indexer: SlotIndexer) -> "_RidgeOneHot | None":
@@ -559,12 +573,11 @@ class _RidgeOneHot:
 
     def __call__(self, idx: SlotIndex) -> tuple[np.ndarray, np.ndarray]:
         n = len(idx)
-        j = np.empty((n, idx.flat.shape[1] + 1), dtype=np.int64)
-        j[:, :-1] = idx.flat - (idx.ri * self.stride)[:, None]
-        j[:, :-1][idx.flat == self.costs.flat.shape[0] - 1] = self.n_local  # unused slots: zero row
-        j[:, -1] = self.n_local + 1 + idx.ri
-        quad = self._g_flat[(j[:, :, None] * self._n_z + j[:, None, :]).reshape(n, -1)].sum(axis=1)
-        lin = self.h[j].sum(axis=1)  # [n, 3]
+        j = np.empty((n, idx.flat.shape[1] + 1), dtype=np.intp)
+        j[:, :-1] = self._local.take(idx.flat)  # unused slots: the zero row
+        j[:, -1] = idx.ri + (self.n_local + 1)
+        quad = self._g_flat.take(((j * self._n_z)[:, :, None] + j[:, None, :]).reshape(n, -1)).sum(axis=1)
+        lin = self.h.take(j, axis=0).sum(axis=1)  # [n, 3]
         c = (np.log(np.maximum(self.costs.gather(idx), 1.0)) - self.c_mean) / self.c_std
         acc = self.acc
         mean = lin[:, 0] + c @ self.beta_c + acc.y_mean

@@ -333,8 +333,8 @@ class FusedTable:
 
     def gather(self, idx: SlotIndex) -> np.ndarray:
         """float64 [n, W]: every column of every part for the rows of `idx`."""
-        vals = self.flat[idx.flat]  # [n, 20, W]
-        return self.fixed[idx.ri] + np.matmul(self._ones, vals)[:, 0]
+        vals = self.flat.take(idx.flat, axis=0)  # [n, 20, W] (`take`: ~3x faster than [] here)
+        return self.fixed.take(idx.ri, axis=0) + np.matmul(self._ones, vals)[:, 0]
 
 
 def as_vector_table(table: AdditiveTable) -> VectorTable:
@@ -375,6 +375,11 @@ class FastLatency:
         self._add(("features",) + key, feats)
         self._walk(pred)
         assert len(ALL_FEATURES) == feats.block.shape[-1]
+        self._spans, at = {}, 0  # each part's columns in `post`'s `s`
+        for key, part in zip(self.keys, self.parts):
+            w = part.block.shape[-1]
+            self._spans[key] = slice(at, at + w) if w > 1 else at
+            at += w
 
     def _add(self, key, table: VectorTable) -> None:
         self.keys.append(key)
@@ -401,12 +406,7 @@ class FastLatency:
 
     def post(self, s: np.ndarray, m: np.ndarray) -> np.ndarray:
         """Milliseconds from this model's columns `s` (in `parts` order) of rows `m`."""
-        spans, at = {}, 0
-        for key, part in zip(self.keys, self.parts):
-            w = part.block.shape[-1]
-            spans[key] = slice(at, at + w) if w > 1 else at
-            at += w
-        return np.asarray(self.pred._predict_cached(m, _GatheredCache(m, _Columns(s, m, spans))),
+        return np.asarray(self.pred._predict_cached(m, _GatheredCache(m, _Columns(s, m, self._spans))),
                           dtype=np.float64)
 
 

@@ -98,3 +98,15 @@ def test_algorithms_come_from_one_registry_and_check_settings_in_one_place(tmp_p
     with pytest.raises(InputError, match="--population must be a whole number of at least 1"):
         get_algorithm("nsga2").check(SearchRequest(tmp_path, population=0))
     get_algorithm("optuna-tpe").check(SearchRequest(tmp_path, workers=2, storage="x.journal"))
+
+
+def test_every_algorithm_loads_its_modules_before_the_search_clock():
+    import sys
+
+    from hwnas.search.algorithms import algorithm_names, get_algorithm
+
+    for name in algorithm_names():
+        algo = get_algorithm(name)
+        assert algo.modules, name  # run_search imports them before it times the search
+        algo.load()
+        assert all(m in sys.modules for m in algo.modules)
