@@ -505,7 +505,8 @@ def _relative(record: dict[str, Any], compiled: _Compiled) -> dict[str, Any]:
         return None if p is None else Path(p).name
 
     out = dict(record, path=rel(record["path"]), files=[rel(f) for f in record["files"]])
-    out["metadata"] = {k: (rel(v) if k == "onnx" and isinstance(v, str) and "/" in v else v)
+    # file entries of the metadata ("onnx", ORT INT8's "fp32_onnx") name files beside the artifact
+    out["metadata"] = {k: (rel(v) if k.endswith("onnx") and isinstance(v, str) and "/" in v else v)
                        for k, v in record["metadata"].items()}
     return out
 

@@ -40,8 +40,15 @@ class Candidate:
         return float(value) if number and math.isfinite(value) else None
 
     def predicted_latency_ms(self, device: str) -> float | None:
-        """The search's prediction for `device` (pareto.csv rows only)."""
-        return self._number(columns.ms_pred(device))
+        """The search's prediction for `device` (pareto.csv rows only); for an INT8 device, also
+        the prediction a precision-aware search made of it under its fp32 sibling's name (the row's
+        ``ms_device:<sibling>`` says which device that column's latency is of)."""
+        own = self._number(columns.ms_pred(device))
+        if own is not None:
+            return own
+        siblings = [k.split(":", 1)[1] for k, v in self.row.items()
+                    if k.startswith(columns.ms_device("")) and v == device]
+        return next((v for v in map(self._number, map(columns.ms_pred, siblings)) if v is not None), None)
 
     @property
     def predicted_top1(self) -> float | None:

@@ -37,6 +37,21 @@ def test_subnets_resolve_by_id_prefix_and_ofa_json(export_run):
         resolve_subnet(run, run.space.min_arch(r=224).to_json())
 
 
+def test_an_int8_point_of_a_precision_search_has_its_prediction(export_run):
+    """`--precision auto` writes an INT8 point's latency under its fp32 sibling's column, with
+    ``ms_device:<sibling>`` naming the INT8 device: exporting on that device finds it."""
+    from hwnas.export.resolve import PARETO, Candidate
+
+    run, archs = export_run
+    row = {"ms_pred:cpu-ort": 0.4, "ms_device:cpu-ort": "cpu-ort-int8", "ms_pred:trt": 0.1,
+           "ms_device:trt": "trt"}
+    cand = Candidate(archs[0], PARETO, row)
+    assert cand.predicted_latency_ms("cpu-ort-int8") == 0.4 and cand.predicted_latency_ms("trt") == 0.1
+    assert cand.predicted_latency_ms("cpu-openvino-int8") is None
+    assert Candidate(archs[0], PARETO, dict(row, **{"ms_pred:cpu-ort-int8": 0.3})
+                     ).predicted_latency_ms("cpu-ort-int8") == 0.3
+
+
 def test_a_device_unusable_here_is_one_clear_error(export_run):
     if torch.cuda.is_available():
         pytest.skip("CUDA is available: cuda-torch is usable here")

@@ -43,6 +43,9 @@ def test_int8_bundle_reports_the_quantized_models_own_test_accuracy(ort_int8_bun
     assert 0 < int8["int8_share"] <= 1 and int8["int8_layers"] <= int8["layers"]
     assert int8["qdq_pairs"] >= 1 and isinstance(int8["fp32_ops"], dict)
     assert int8["calibration"] == "images" and int8["calibration_images"] == 128
+    # the fp32 ONNX the quantizer started from ships beside the int8 one, named relative to the bundle
+    fp32 = meta["artifact"]["metadata"]["fp32_onnx"]
+    assert fp32 == "model_fp32.onnx" and (ort_int8_bundle / fp32).exists()
     assert int8["latency_ms"] == meta["latency"]["measured"]["corrected_ms"] > 0
     check = {c["name"]: c for c in verify["checks"]}["int8 accuracy"]
     assert check["passed"] and "int8 top-1" in check["detail"]
