@@ -50,6 +50,22 @@ def _spares(n: int, rate: float) -> int:
     return math.ceil((n + 2.0 * math.sqrt(n * (1.0 - rate)) + 1.0) / rate)  # (scalars: math, not numpy)
 
 
+def _keep_valid(v: np.ndarray, k_mut: int, n_mut: int, n_cross: int, rates: list[float]
+                ) -> tuple[np.ndarray, int, int]:
+    """Of a bred batch (`k_mut` mutants, then crossovers) with violations `v`: the rows to keep
+    (the first valid `n_mut` mutants and `n_cross` crossovers), and how many of each are still
+    missing; updates the learned valid `rates` in place."""
+    ok = v <= 0
+    ok_mut, ok_cross = np.flatnonzero(ok[:k_mut]), np.flatnonzero(ok[k_mut:])
+    k_cross = len(v) - k_mut
+    if k_mut:
+        rates[0] = 0.8 * rates[0] + 0.2 * len(ok_mut) / k_mut
+    if k_cross:
+        rates[1] = 0.8 * rates[1] + 0.2 * len(ok_cross) / k_cross
+    keep = np.concatenate([ok_mut[:n_mut], k_mut + ok_cross[:n_cross]])
+    return keep, n_mut - min(len(ok_mut), n_mut), n_cross - min(len(ok_cross), n_cross)
+
+
 def _children(problem: Problem, parents: np.ndarray, n_mut: int, n_cross: int, rng: np.random.Generator,
               s: EvolutionSettings, rates: list[float]):
     """n_mut mutants and n_cross crossovers of `parents` that meet every constraint.
@@ -68,13 +84,7 @@ def _children(problem: Problem, parents: np.ndarray, n_mut: int, n_cross: int, r
         k_mut, k_cross = _spares(n_mut, rates[0]), _spares(n_cross, rates[1])
         m = breed(space, parents, k_mut, k_cross, rng, s.mutate_prob)
         c, v, idx = problem.costs_indexed(m, trusted=True)
-        ok = v <= 0
-        ok_mut, ok_cross = np.flatnonzero(ok[:k_mut]), np.flatnonzero(ok[k_mut:])
-        if k_mut:
-            rates[0] = 0.8 * rates[0] + 0.2 * len(ok_mut) / k_mut
-        if k_cross:
-            rates[1] = 0.8 * rates[1] + 0.2 * len(ok_cross) / k_cross
-        keep = np.concatenate([ok_mut[:n_mut], k_mut + ok_cross[:n_cross]])
+        keep, n_mut, n_cross = _keep_valid(v, k_mut, n_mut, n_cross, rates)
         if len(keep) == len(m):
             rows.append(m), cols.append(c), viols.append(v), idxs.append(idx)
         else:
@@ -82,7 +92,6 @@ def _children(problem: Problem, parents: np.ndarray, n_mut: int, n_cross: int, r
             cols.append({k: x[keep] for k, x in c.items()})
             viols.append(v[keep])
             idxs.append(None if idx is None else idx.take(keep))
-        n_mut, n_cross = n_mut - min(len(ok_mut), n_mut), n_cross - min(len(ok_cross), n_cross)
     copies = n_mut + n_cross
     if copies:
         m = parents[rng.integers(len(parents), size=copies)]
@@ -112,13 +121,7 @@ def _children_indexed(problem: Problem, gi: GeneIndex, parents: np.ndarray, pare
         m = gi.values(g)
         idx = gi.slot_index(g)
         c, v, _ = problem.costs_indexed(m, idx=idx)
-        ok = v <= 0
-        ok_mut, ok_cross = np.flatnonzero(ok[:k_mut]), np.flatnonzero(ok[k_mut:])
-        if k_mut:
-            rates[0] = 0.8 * rates[0] + 0.2 * len(ok_mut) / k_mut
-        if k_cross:
-            rates[1] = 0.8 * rates[1] + 0.2 * len(ok_cross) / k_cross
-        keep = np.concatenate([ok_mut[:n_mut], k_mut + ok_cross[:n_cross]])
+        keep, n_mut, n_cross = _keep_valid(v, k_mut, n_mut, n_cross, rates)
         if len(keep) == len(m):
             rows.append(g), vals.append(m), cols.append(c), viols.append(v), idxs.append(idx), combos.append(dc)
         else:
@@ -128,7 +131,6 @@ def _children_indexed(problem: Problem, gi: GeneIndex, parents: np.ndarray, pare
             viols.append(v.take(keep))
             idxs.append(idx.take(keep))
             combos.append(dc.take(keep))
-        n_mut, n_cross = n_mut - min(len(ok_mut), n_mut), n_cross - min(len(ok_cross), n_cross)
     copies = n_mut + n_cross
     if copies:
         pick = rng.integers(len(parents), size=copies)
@@ -160,16 +162,27 @@ def evolution_search(problem: Problem, settings: EvolutionSettings = EvolutionSe
         return _evolve(problem, settings, seed, progress)
 
 
-def _evolve(problem: Problem, settings: EvolutionSettings, seed: int, progress: Callable[..., Any] | None
-            ) -> SearchOutcome:
-    s = settings
+def _start(problem: Problem, s: EvolutionSettings, seed: int) -> tuple[np.random.Generator, int, int, Batch, int]:
+    """(rng, parents, mutants per generation, the scored first population, archive rows)."""
     rng = np.random.default_rng(seed)
     n_par = max(1, int(round(s.parent_ratio * s.population)))
     n_mut = int(round(s.mutation_ratio * s.population))
     m, cols, v = feasible_sample(problem, s.population, rng)
     first = problem.with_top1(m, cols, v)
+    return rng, n_par, n_mut, first, len(first) + s.generations * s.population
+
+
+def _outcome(archive: Batch, history: list[float], s: EvolutionSettings, n_par: int, copies: int
+             ) -> SearchOutcome:
+    return SearchOutcome(archive, history, {"generations": s.generations, "population": s.population,
+                                            "parents": n_par, "parent_copies": copies, **s.as_dict()})
+
+
+def _evolve(problem: Problem, settings: EvolutionSettings, seed: int, progress: Callable[..., Any] | None
+            ) -> SearchOutcome:
+    s = settings
+    rng, n_par, n_mut, first, total = _start(problem, s, seed)
     # the archive, preallocated: every child is written once; the population is index arrays
-    total = len(first) + s.generations * s.population
     keys = list(first.cols)
     arch_m = np.empty((total, first.m.shape[1]), dtype=np.int32)
     arch_c = {k: np.empty(total) for k in keys}
@@ -201,22 +214,15 @@ def _evolve(problem: Problem, settings: EvolutionSettings, seed: int, progress: 
         if progress and (gen + 1) % 25 == 0:
             progress("search", done=gen + 1, total=s.generations, best=history[-1])
     history.append(float(top1[pop].max()))
-    archive = Batch(arch_m[:filled], {k: arch_c[k][:filled] for k in sorted(keys)}, arch_v[:filled])
-    return SearchOutcome(archive, history,
-                         {"generations": s.generations, "population": s.population,
-                          "parents": n_par, "parent_copies": copies, **s.as_dict()})
+    return _outcome(Batch(arch_m[:filled], {k: arch_c[k][:filled] for k in sorted(keys)}, arch_v[:filled]),
+                    history, s, n_par, copies)
 
 
 def _evolve_indexed(problem: Problem, settings: EvolutionSettings, seed: int,
                     progress: Callable[..., Any] | None, gi: GeneIndex) -> SearchOutcome:
     """`_evolve` with the archive and the parents as choice-index rows (values once, at the end)."""
     s = settings
-    rng = np.random.default_rng(seed)
-    n_par = max(1, int(round(s.parent_ratio * s.population)))
-    n_mut = int(round(s.mutation_ratio * s.population))
-    m, cols, v = feasible_sample(problem, s.population, rng)
-    first = problem.with_top1(m, cols, v)
-    total = len(first) + s.generations * s.population
+    rng, n_par, n_mut, first, total = _start(problem, s, seed)
     keys = list(first.cols)
     arch_g = np.empty((total, first.m.shape[1]), dtype=np.int8)
     arch_m = np.empty((total, first.m.shape[1]), dtype=np.int32)
@@ -255,7 +261,5 @@ def _evolve_indexed(problem: Problem, settings: EvolutionSettings, seed: int,
         if progress and (gen + 1) % 25 == 0:
             progress("search", done=gen + 1, total=s.generations, best=history[-1])
     history.append(float(top1[pop].max()))
-    archive = Batch(arch_m[:filled], {k: arch_c[k][:filled] for k in sorted(keys)}, arch_v[:filled])
-    return SearchOutcome(archive, history,
-                         {"generations": s.generations, "population": s.population,
-                          "parents": n_par, "parent_copies": copies, **s.as_dict()})
+    return _outcome(Batch(arch_m[:filled], {k: arch_c[k][:filled] for k in sorted(keys)}, arch_v[:filled]),
+                    history, s, n_par, copies)
