@@ -12,7 +12,10 @@ Parts (`--parts`, each merged into the results file on its own, so they can run 
   (warm-up by count and time, gc paused, 1 verified thread) in `--rounds` interleaved rounds
   (fp32 block, INT8 block, alternating order). A subnet's speed-up is the median over rounds of
   median(fp32 block) / median(INT8 block): a side-by-side ratio the machine's drift cancels out of.
-  Per runtime: median speed-up, range, share >= 1.2x, int8_share.
+  Per runtime: median speed-up, range, share >= 1.2x, int8_share. Where the runtime's own default
+  precision is not fp32 (OpenVINO's CPU plugin runs bf16 by default on AVX512-BF16/AMX CPUs, and
+  hwnas's `cpu-openvino` forces f32), the INT8 model is also timed against the fp32 model compiled
+  with no precision hint (``vs_default_precision``: what an out-of-the-box deployment runs).
 - ``profile``: `hwnas.profiling.stage.profile` of the same subnets on the INT8 and fp32 devices
   (the real profiler: reference interleaving, anchor, store), with `--profile-rounds/--profile-runs`.
 - ``predictor``: held-out accuracy of the latency predictor on those measurements: `--folds`-fold
@@ -87,6 +90,25 @@ def paired_speedup(fp, q, rounds: int, runs: int) -> tuple[float, float, float]:
     return statistics.median(ratios), statistics.median(t_fp), statistics.median(t_q)
 
 
+def _default_precision_backend(fp_backend):
+    """(backend, precision) of the fp32 model as the runtime runs it with no precision hint, when
+    that is not fp32: OpenVINO's CPU plugin defaults to bf16 on CPUs with AVX512-BF16/AMX (hwnas's
+    `cpu-openvino` forces f32). (None, "fp32") otherwise."""
+    if fp_backend.device.backend != "openvino":
+        return None, "fp32"
+    import openvino as ov
+
+    hint = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")
+    precision = {ov.Type.bf16: "bf16", ov.Type.f16: "fp16"}.get(hint, "fp32")
+    if precision == "fp32":
+        return None, precision
+    from hwnas.devices import get_backend
+
+    dev = fp_backend.device.model_copy(update={"name": f"{fp_backend.device.name}-{precision}",
+                                              "precision": precision})
+    return get_backend(dev), precision
+
+
 def bench_speedup(key: str, run, archs, args) -> dict:
     from hwnas.devices import get_backend
     from hwnas.profiling.session import CalibrationImages
@@ -98,6 +120,7 @@ def bench_speedup(key: str, run, archs, args) -> dict:
     if reason:
         print(f"{key}: skipped: {reason}")
         return {"devices": [fp_dev, q_dev], "skipped": reason}
+    default_backend, default_precision = _default_precision_backend(fp_backend)
     model, _ = load_supernet(run.supernet)
     calib = CalibrationImages(run)()
     rows = []
@@ -120,10 +143,16 @@ def bench_speedup(key: str, run, archs, args) -> dict:
             speedup, fp_ms, q_ms = paired_speedup(fp, q, args.rounds, args.runs)
             meta = q.artifact.metadata
             row = {"id": arch.id, "r": arch.r, "speedup": round(speedup, 3), "fp32_ms": round(fp_ms, 4),
-                   "int8_ms": round(q_ms, 4), "int8_share": meta.get("int8_share"),
+                   "int8_ms": round(q_ms, 4)}
+            if default_backend is not None:  # the fp32 model as the runtime runs it out of the box
+                dflt = default_backend.compile_and_load(net, x, work / arch.id / "default")
+                vs, d_ms, q2_ms = paired_speedup(dflt, q, args.rounds, args.runs)
+                row.update({"default_ms": round(d_ms, 4), "speedup_vs_default": round(vs, 3)})
+                dflt.close()
+            row.update({"int8_share": meta.get("int8_share"),
                    "int8_layers": meta.get("int8_layers"), "layers": meta.get("layers"),
                    "calibration": meta.get("calibration"), "mean_abs_logit_diff": round(diff, 5),
-                   "top1_agreement_probe": agree, "compile_s": round(compile_s, 1)}
+                   "top1_agreement_probe": agree, "compile_s": round(compile_s, 1)})
             rows.append(row)
             print(f"{key} {k + 1}/{len(archs)} r{arch.r} speed-up {speedup:.2f}x "
                   f"(fp32 {fp_ms:.3f} ms, int8 {q_ms:.3f} ms) int8_share {row['int8_share']}", flush=True)
@@ -145,6 +174,15 @@ def bench_speedup(key: str, run, archs, args) -> dict:
                "median_int8_share": float(np.median(shares)), "min_int8_share": float(min(shares)),
                "median_abs_logit_diff": float(np.median([r["mean_abs_logit_diff"] for r in rows])),
                "quantizer": quantizer, "resolutions": sorted({r["r"] for r in rows})}
+    if default_backend is not None:
+        v = np.array([r["speedup_vs_default"] for r in rows])
+        summary["vs_default_precision"] = {
+            "precision": default_precision, "median_speedup": round(float(np.median(v)), 3),
+            "min_speedup": round(float(v.min()), 3), "max_speedup": round(float(v.max()), 3),
+            "share_at_least_1.2x": round(float(np.mean(v >= 1.2)), 3),
+            "median_default_ms": round(float(np.median([r["default_ms"] for r in rows])), 4),
+            "note": "the fp32 model compiled with the runtime's own default inference precision (no "
+                    "precision hint), which is what an out-of-the-box deployment of it runs"}
     return {"devices": [fp_dev, q_dev], "rounds": args.rounds, "runs": args.runs,
             "calibration": f"{len(calib)} training images (CalibrationImages)", "summary": summary, "rows": rows}
 
