@@ -36,11 +36,11 @@ Parts (`--parts`, each merged into the results file on its own, so they can run 
 
     OMP_NUM_THREADS=1 nice .venv/bin/python experiments/bench_int8.py --n 30 --profile-fp32 openvino ort \
         --accuracy-from runs/quickstart                                            # everything, one go
-    # the results file was made in four calls (each part merges into it; the run resumes):
-    ... --parts profile predictor --n 30 --runtimes openvino ort --profile-fp32 openvino
+    # the results file was made in parts (each merges into it; a run directory resumes):
     ... --parts speedup --n 30 --runtimes openvino ort --rounds 9 --runs 10 --stop-at 19:59
     ... --parts drop front --runtimes openvino ort --drop-n 8 --front-runtime openvino --accuracy-from runs/quickstart
-    ... --parts profile predictor --n 30 --runtimes openvino ort --profile-fp32 ort
+    ... --parts profile predictor --n 30 --runtimes ort openvino --profile-fp32 ort openvino --run runs/bench-int8-d
+    ... --parts speedup --n 30 --runtimes openvino --run runs/bench-int8-d     # + OpenVINO's default bf16
 
 Writes experiments/results/int8.json (machine, versions, commands, settings) and prints tables.
 """
