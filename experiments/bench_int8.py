@@ -6,7 +6,7 @@ subnets: the `--n` subnets `hwnas profile` picks (`select_subnets`, MACs-stratif
 Parts (`--parts`, each merged into the results file on its own, so they can run one at a time):
 
 - ``speedup``: for each runtime (ONNX Runtime `cpu-ort` / `cpu-ort-int8`, OpenVINO `cpu-openvino` /
-  `cpu-openvino-int8`) and each subnet (the supernet's weights), compile fp32 and INT8 (calibrated
+  `cpu-openvino-int8`, ExecuTorch XNNPACK `mobile-xnnpack` / `mobile-xnnpack-int8`) and each subnet (the supernet's weights), compile fp32 and INT8 (calibrated
   on the run's training images, `CalibrationImages`, as profiling and export do; never test
   images), check the INT8 output against fp32, then time both with `hwnas.devices.measure`
   (warm-up by count and time, gc paused, 1 verified thread) in `--rounds` interleaved rounds
@@ -24,6 +24,9 @@ Parts (`--parts`, each merged into the results file on its own, so they can run 
   (within +-5%, +-10%, Kendall tau over all subnets, each predicted once by a predictor that never
   saw it); then `fit_from_run` fits the run's predictor on all of them (what search uses). Also the
   profiler's own fp32 / INT8 ratio per subnet (`<runtime>_profiled_speedup`), a cross-check of ``speedup``.
+- ``repeat``: profile the same subnets on the INT8 devices again, into `--repeat-run` (a fresh
+  session), and compare `corrected_ms` per subnet (within +-5%, +-10%): how well a second
+  measurement agrees with the first, the bound on any predictor's held-out accuracy.
 - ``drop``: the INT8 accuracy table (`hwnas.accuracy.int8.measure_int8_table`, the path the search's
   drop model and the INT8 export check take: BN-recalibrated subnet, quantized artifact vs fp32
   subnet on the whole test split) on the first `--drop-n` subnets of the accuracy sample.
@@ -62,8 +65,9 @@ import numpy as np
 import torch
 
 OUT = Path(__file__).resolve().parent / "results" / "int8.json"
-RUNTIMES = {"ort": ("cpu-ort", "cpu-ort-int8"), "openvino": ("cpu-openvino", "cpu-openvino-int8")}
-PARTS = ("speedup", "profile", "predictor", "drop", "front")
+RUNTIMES = {"ort": ("cpu-ort", "cpu-ort-int8"), "openvino": ("cpu-openvino", "cpu-openvino-int8"),
+            "xnnpack": ("mobile-xnnpack", "mobile-xnnpack-int8")}
+PARTS = ("speedup", "profile", "predictor", "repeat", "drop", "front")
 
 
 def subnets(run, n: int):
@@ -253,6 +257,32 @@ def profiled_speedup(run, fp_dev: str, q_dev: str) -> dict:
             "target": "corrected_ms"}
 
 
+def do_repeat(run, devices: list[str], args) -> dict:
+    """Profile the run's subnets again in `--repeat-run` (same config: a fresh process-level
+    session, its own anchor from the host's book) and compare `corrected_ms` per subnet: the
+    re-measurement agreement that bounds any predictor's held-out accuracy."""
+    from hwnas.profiling.store import read_measurements
+    from hwnas.run import open_run
+
+    args.repeat_run.mkdir(parents=True, exist_ok=True)
+    shutil.copy(run.run_dir / "config.yaml", args.repeat_run / "config.yaml")
+    again = open_run(args.repeat_run)
+    load0 = os.getloadavg()
+    do_profile(again, devices, args)
+    out = {"run": str(args.repeat_run), "load_avg_1_before": round(load0[0], 2),
+           "load_avg_1_after": round(os.getloadavg()[0], 2)}
+    for dev in devices:
+        a = read_measurements(run.run_dir, device=dev, kind="subnet").groupby("key")["corrected_ms"].median()
+        b = read_measurements(again.run_dir, device=dev, kind="subnet").groupby("key")["corrected_ms"].median()
+        keys = a.index.intersection(b.index)
+        d = np.abs(b[keys].to_numpy() / a[keys].to_numpy() - 1)
+        out[dev] = {"subnets": int(len(keys)), "within_5": round(float(np.mean(d <= 0.05)), 3),
+                    "within_10": round(float(np.mean(d <= 0.10)), 3),
+                    "median_rel_diff": round(float(np.median(d)), 4), "max_rel_diff": round(float(d.max()), 4)}
+        print(f"repeat {dev}: {out[dev]}", flush=True)
+    return out
+
+
 # --- drop --------------------------------------------------------------------------------------
 
 def do_drop(run, device: str, n: int) -> dict:
@@ -352,6 +382,8 @@ def main() -> None:
                     help="also profile these runtimes' fp32 devices (front needs its runtime's)")
     ap.add_argument("--stop-at", default=None, help="HH:MM (machine time): speedup stops taking new subnets")
     ap.add_argument("--folds", type=int, default=5, help="held-out folds (predictor)")
+    ap.add_argument("--repeat-run", type=Path, default=Path("runs/bench-int8-repeat"),
+                    help="run directory the repeat part profiles the same subnets into")
     ap.add_argument("--drop-n", type=int, default=8, help="subnets in the INT8 accuracy table (drop)")
     ap.add_argument("--front-runtime", default="openvino", choices=list(RUNTIMES))
     ap.add_argument("--accuracy-from", type=Path, default=None,
@@ -397,6 +429,8 @@ def main() -> None:
                     h = res["heldout"]
                     print(f"predictor {dev}: {res['subnets']} subnets, held-out within 5% {h['within_5']:.0%}, "
                           f"10% {h['within_10']:.0%}, tau {h['kendall_tau']:.3f}", flush=True)
+    if "repeat" in args.parts:
+        results_of["repeat"] = doc["repeat"] = do_repeat(run, [RUNTIMES[k][1] for k in args.runtimes], args)
     if "drop" in args.parts:
         for key in args.runtimes:
             res = do_drop(run, RUNTIMES[key][1], args.drop_n)
@@ -421,7 +455,7 @@ def main() -> None:
         "load_avg_1_5_15_after": [round(v, 2) for v in os.getloadavg()]}]
     doc["settings"].update({p: {k: getattr(args, k) for k in keys} for p, keys in {
         "speedup": ("n", "rounds", "runs"), "profile": ("n", "profile_rounds", "profile_runs"),
-        "predictor": ("folds",), "drop": ("drop_n",),
+        "predictor": ("folds",), "repeat": ("n", "profile_rounds", "profile_runs"), "drop": ("drop_n",),
         "front": ("front_runtime", "accuracy_samples", "budget_ms")}.items() if p in args.parts})
     if "front" in args.parts:
         doc["settings"]["front"]["accuracy_from"] = None if args.accuracy_from is None else str(args.accuracy_from)
