@@ -36,6 +36,12 @@ Parts (`--parts`, each merged into the results file on its own, so they can run 
   predictors, so search randomness is out of the count); the share of INT8 points on the auto front.
   Needs an accuracy table: `--accuracy-from RUN` copies a run's (same supernet), else
   `--accuracy-samples` subnets are evaluated.
+- ``front_verified``: the same searches with verification (`--precision fp32` and `auto`,
+  `--budget-ms`, default 1.0), `--verify-top-k` front members each measured on its own device and
+  precision (latency; top-1 on the test split of the fp32 subnet or the quantized model): how many
+  measured fp32-front points a measured precision-aware point dominates. Run it on a run that has
+  both devices' latency predictors, the accuracy predictor and the INT8 accuracy table (a
+  quickstart run after `profile`/`latency fit` on the INT8 device; pareto.csv is overwritten).
 
     OMP_NUM_THREADS=1 nice .venv/bin/python experiments/bench_int8.py --n 30 --profile-fp32 openvino ort \
         --accuracy-from runs/quickstart                                            # everything, one go
@@ -44,6 +50,9 @@ Parts (`--parts`, each merged into the results file on its own, so they can run 
     ... --parts drop front --runtimes openvino ort --drop-n 8 --front-runtime openvino --accuracy-from runs/quickstart
     ... --parts profile predictor --n 30 --runtimes ort openvino --profile-fp32 ort openvino --run runs/bench-int8-d
     ... --parts speedup --n 30 --runtimes openvino --run runs/bench-int8-d     # + OpenVINO's default bf16
+    ... --parts speedup --n 30 --runtimes xnnpack --run runs/bench-int8-d
+    ... --parts repeat --n 30 --runtimes ort openvino --run runs/bench-int8-d --repeat-run runs/bench-int8-repeat
+    ... --parts front_verified --front-runtime ort --budget-ms 1.0 --run runs/bench-int8-front  # a quickstart run + INT8
 
 Writes experiments/results/int8.json (machine, versions, commands, settings) and prints tables.
 """
@@ -67,7 +76,7 @@ import torch
 OUT = Path(__file__).resolve().parent / "results" / "int8.json"
 RUNTIMES = {"ort": ("cpu-ort", "cpu-ort-int8"), "openvino": ("cpu-openvino", "cpu-openvino-int8"),
             "xnnpack": ("mobile-xnnpack", "mobile-xnnpack-int8")}
-PARTS = ("speedup", "profile", "predictor", "repeat", "drop", "front")
+PARTS = ("speedup", "profile", "predictor", "repeat", "drop", "front", "front_verified")
 
 
 def subnets(run, n: int):
@@ -354,6 +363,36 @@ def do_front(run, device: str, args) -> dict:
     return out
 
 
+def do_front_verified(run_dir: Path, device: str, budget_ms: float, top_k: int) -> dict:
+    """`search --pareto` with verification, `--precision fp32` and `auto`, `top_k` front members
+    each measured on the device they are for (latency on `device` or its INT8 variant; top-1 of the
+    fp32 subnet or of the quantized model, on the test split). Then, in measured terms: how many
+    verified fp32-front points some verified auto point dominates (no slower, no less accurate, one
+    strictly), and the reverse."""
+    from hwnas.search.api import run_search
+
+    measured = {}
+    for prec in ("fp32", "auto"):
+        res = run_search(run_dir, device, budget_ms, pareto=True, verify=True, precision=prec, seed=0, plot=False,
+                         top_k=top_k, accuracy_checks=top_k)
+        f = res.front[res.front["verified"] & res.front["measured_top1"].notna()]
+        measured[prec] = [{"id": r.id, "precision": r.precision, "r": int(r.r),
+                           "top1_pred": round(float(r.top1_pred), 2), "top1_measured": round(float(r.measured_top1), 2),
+                           "ms_pred": round(float(r.ms_pred), 4), "ms_measured": round(float(r.measured_ms), 4)}
+                          for r in f.itertuples()]
+
+    def dominated(points, by):
+        return sum(any(q["ms_measured"] <= p["ms_measured"] and q["top1_measured"] >= p["top1_measured"]
+                       and (q["ms_measured"] < p["ms_measured"] or q["top1_measured"] > p["top1_measured"])
+                       for q in by) for p in points)
+
+    a, b = measured["fp32"], measured["auto"]
+    return {"device": device, "budget_ms": budget_ms, "top_k": top_k, "points": measured,
+            "fp32_points_dominated_by_auto": dominated(a, b), "auto_points_dominated_by_fp32": dominated(b, a),
+            "median_ms": {k: float(np.median([p["ms_measured"] for p in v])) for k, v in measured.items() if v},
+            "median_top1": {k: float(np.median([p["top1_measured"] for p in v])) for k, v in measured.items() if v}}
+
+
 def _archs(run, frame):
     from hwnas.space import archs_from_frame
 
@@ -390,6 +429,7 @@ def main() -> None:
                     help="copy this run's accuracy table (same supernet) instead of evaluating one")
     ap.add_argument("--accuracy-samples", type=int, default=100)
     ap.add_argument("--budget-ms", type=float, default=None)
+    ap.add_argument("--verify-top-k", type=int, default=12, help="front members measured (front_verified)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -437,6 +477,12 @@ def main() -> None:
             results_of["drop"][RUNTIMES[key][1]] = res
             print(f"drop {res['device']}: median {res['median_drop']:.2f}, worst {res['worst_drop']:.2f} points "
                   f"({res['subnets']} subnets, {res['test_images']} test images)", flush=True)
+    if "front_verified" in args.parts:
+        res = do_front_verified(args.run, RUNTIMES[args.front_runtime][0], args.budget_ms or 1.0, args.verify_top_k)
+        results_of["front_verified"] = doc["front_verified"] = res
+        print(f"front_verified: fp32 points dominated by auto points {res['fp32_points_dominated_by_auto']}/"
+              f"{len(res['points']['fp32'])}, auto by fp32 {res['auto_points_dominated_by_fp32']}/"
+              f"{len(res['points']['auto'])}; medians {res['median_ms']} {res['median_top1']}", flush=True)
     if "front" in args.parts:
         res = do_front(run, RUNTIMES[args.front_runtime][0], args)
         results_of["front"] = doc["front"] = res
