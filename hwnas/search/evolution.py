@@ -157,9 +157,7 @@ def evolution_search(problem: Problem, settings: EvolutionSettings = EvolutionSe
     with single_thread():
         fast = problem._fast_path() if problem.index_breeding else None
         gi = fast.genes if fast is not None else None
-        if gi is not None:
-            return _evolve_indexed(problem, settings, seed, progress, gi)
-        return _evolve(problem, settings, seed, progress)
+        return _evolve(problem, settings, seed, progress, gi)
 
 
 def _start(problem: Problem, s: EvolutionSettings, seed: int) -> tuple[np.random.Generator, int, int, Batch, int]:
@@ -178,8 +176,11 @@ def _outcome(archive: Batch, history: list[float], s: EvolutionSettings, n_par: 
                                             "parents": n_par, "parent_copies": copies, **s.as_dict()})
 
 
-def _evolve(problem: Problem, settings: EvolutionSettings, seed: int, progress: Callable[..., Any] | None
-            ) -> SearchOutcome:
+def _evolve(problem: Problem, settings: EvolutionSettings, seed: int, progress: Callable[..., Any] | None,
+            gi: GeneIndex | None = None) -> SearchOutcome:
+    """The generation loop. With `gi` the parents breed as choice-index rows (`_children_indexed`:
+    the archive also keeps each child's index row and depth combination, values are made once per
+    child); without, as value rows (`_children`). Same draws, same children either way."""
     s = settings
     rng, n_par, n_mut, first, total = _start(problem, s, seed)
     # the archive, preallocated: every child is written once; the population is index arrays
@@ -188,75 +189,45 @@ def _evolve(problem: Problem, settings: EvolutionSettings, seed: int, progress: 
     arch_c = {k: np.empty(total) for k in keys}
     arch_v = np.empty(total)
     top1 = arch_c[TOP1]
+    if gi is not None:
+        arch_g = np.empty((total, first.m.shape[1]), dtype=np.int8)
+        arch_dc = np.empty(total, dtype=np.int16)
 
-    def put(at: int, rows: np.ndarray, c: dict[str, np.ndarray], viol: np.ndarray) -> int:
-        end = at + len(rows)
-        arch_m[at:end] = rows
-        for k in keys:
-            arch_c[k][at:end] = c[k]
-        arch_v[at:end] = viol
-        return end
-
-    filled = put(0, first.m, first.cols, first.violation)
-    pop = np.arange(filled)
-    history: list[float] = []
-    copies, rates = 0, [1.0, 1.0]
-    for gen in range(s.generations):
-        parents = pop[np.argsort(-top1[pop], kind="stable")[:n_par]]
-        history.append(float(top1[parents[0]]))
-        cm, cc, cv, idx, n_copy = _children(problem, arch_m[parents], n_mut, s.population - n_mut, rng, s,
-                                            rates)
-        copies += n_copy
-        cc[TOP1] = problem.top1(cm, idx)
-        start = filled
-        filled = put(filled, cm, cc, cv)
-        pop = np.concatenate([parents, np.arange(start, filled)])
-        if progress and (gen + 1) % 25 == 0:
-            progress("search", done=gen + 1, total=s.generations, best=history[-1])
-    history.append(float(top1[pop].max()))
-    return _outcome(Batch(arch_m[:filled], {k: arch_c[k][:filled] for k in sorted(keys)}, arch_v[:filled]),
-                    history, s, n_par, copies)
-
-
-def _evolve_indexed(problem: Problem, settings: EvolutionSettings, seed: int,
-                    progress: Callable[..., Any] | None, gi: GeneIndex) -> SearchOutcome:
-    """`_evolve` with the archive and the parents as choice-index rows (values once, at the end)."""
-    s = settings
-    rng, n_par, n_mut, first, total = _start(problem, s, seed)
-    keys = list(first.cols)
-    arch_g = np.empty((total, first.m.shape[1]), dtype=np.int8)
-    arch_m = np.empty((total, first.m.shape[1]), dtype=np.int32)
-    arch_dc = np.empty(total, dtype=np.int16)
-    arch_c = {k: np.empty(total) for k in keys}
-    arch_v = np.empty(total)
-    top1 = arch_c[TOP1]
-
-    def put(at: int, g: np.ndarray, m: np.ndarray, dc: np.ndarray, c: dict[str, np.ndarray],
-            viol: np.ndarray) -> int:
-        end = at + len(g)
-        arch_g[at:end] = g
+    def put(at: int, m: np.ndarray, c: dict[str, np.ndarray], viol: np.ndarray,
+            g: np.ndarray | None = None, dc: np.ndarray | None = None) -> int:
+        end = at + len(m)
         arch_m[at:end] = m
-        arch_dc[at:end] = dc
         for k in keys:
             arch_c[k][at:end] = c[k]
         arch_v[at:end] = viol
+        if gi is not None:
+            arch_g[at:end] = g
+            arch_dc[at:end] = dc
         return end
 
-    g0 = gi.to_index(first.m)
-    filled = put(0, g0, first.m, gi.combos(g0), first.cols, first.violation)
+    if gi is None:
+        filled = put(0, first.m, first.cols, first.violation)
+    else:
+        g0 = gi.to_index(first.m)
+        filled = put(0, first.m, first.cols, first.violation, g0, gi.combos(g0))
     pop = np.arange(filled)
     history: list[float] = []
     copies, rates = 0, [1.0, 1.0]
     for gen in range(s.generations):
         parents = pop[np.argsort(-top1.take(pop), kind="stable")[:n_par]]
         history.append(float(top1[parents[0]]))
-        cg, cm, cc, cv, idx, cdc, n_copy = _children_indexed(
-            problem, gi, arch_g.take(parents, axis=0), arch_dc.take(parents), n_mut, s.population - n_mut,
-            rng, s, rates)
+        if gi is None:
+            cm, cc, cv, idx, n_copy = _children(problem, arch_m[parents], n_mut, s.population - n_mut, rng, s,
+                                                rates)
+            cg = cdc = None
+        else:
+            cg, cm, cc, cv, idx, cdc, n_copy = _children_indexed(
+                problem, gi, arch_g.take(parents, axis=0), arch_dc.take(parents), n_mut,
+                s.population - n_mut, rng, s, rates)
         copies += n_copy
         cc[TOP1] = problem.top1(cm, idx)
         start = filled
-        filled = put(filled, cg, cm, cdc, cc, cv)
+        filled = put(filled, cm, cc, cv, cg, cdc)
         pop = np.concatenate([parents, np.arange(start, filled)])
         if progress and (gen + 1) % 25 == 0:
             progress("search", done=gen + 1, total=s.generations, best=history[-1])
