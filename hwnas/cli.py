@@ -75,8 +75,9 @@ SpaceOpt = typer.Option(None, "--space", help="YAML file with ks/e/d/r choices a
 FamilyOpt = typer.Option("ofa-mbv3", "--family", help="Search-space family: ofa-mbv3, "
                          "ofa-proxyless or ofa-resnet50.")
 DataOpt = typer.Option(None, "--data", help="Dataset to evaluate subnets on: imagefolder:PATH "
-                       "(train/ and val/ class folders, e.g. ImageNet), cifar10:PATH, cifar100:PATH "
-                       "or mnist-embedded. Default: the supernet's own.")
+                       "(train/ and val/ class folders, e.g. ImageNet), fashion-mnist (embedded) or "
+                       "fashion-mnist:PATH (the original idx files), cifar10:PATH, cifar100:PATH or "
+                       "mnist-embedded. Default: the supernet's own.")
 
 
 def _data_config(spec: Optional[str]):

