@@ -548,8 +548,14 @@ def train(
     overrides: list[str] = typer.Option([], "--set", help="Override a config key: --set phases.full.epochs=2"),
     family: Optional[str] = typer.Option(None, "--family", help="Search-space family (ofa-mbv3, "
                                          "ofa-proxyless, ofa-resnet50); default: the config's, else ofa-mbv3."),
+    init_from: Optional[str] = typer.Option(None, "--init-from", help="Transfer: start from this "
+                                            "checkpoint stem (or 'shipped') and carry it to --data; "
+                                            "without --config the short transfer recipe runs."),
+    data: Optional[str] = typer.Option(None, "--data", help="Training data (overrides the config's): "
+                                       "fashion-mnist[:PATH], mnist-embedded, imagefolder:PATH, cifar10:PATH."),
 ) -> None:
-    """Train the once-for-all supernet with progressive shrinking (resumes if --out has a run)."""
+    """Train the once-for-all supernet with progressive shrinking, or transfer one to new data
+    with --init-from (resumes if --out has a run)."""
     from hwnas.supernet.train import load_train_config, train_supernet
     from hwnas.progress import TrainProgress
 
@@ -558,7 +564,16 @@ def train(
 
         get_family(family)  # one line for an unknown name
         overrides = [*overrides, f"family={family}"]
-    cfg = load_train_config(config, overrides)
+    data_cfg = _data_config(data)
+    if init_from is not None:
+        from hwnas.supernet.data import DataConfig
+        from hwnas.supernet.transfer import transfer_config
+
+        cfg = transfer_config(init_from, data_cfg or DataConfig(), config, overrides)
+    else:
+        if data_cfg is not None:
+            overrides = [*overrides, f"data={json.dumps(data_cfg.model_dump(mode='json'))}"]
+        cfg = load_train_config(config, overrides)
     out.mkdir(parents=True, exist_ok=True)
     with TrainProgress(console=err_console) as bar:
         summary = train_supernet(cfg, out, progress=bar.update)

@@ -44,6 +44,7 @@ __all__ = [
     "save_checkpoint",
     "load_checkpoint_meta",
     "load_checkpoint",
+    "read_weights",
 ]
 
 FORMAT = "hwnas-supernet"
@@ -363,6 +364,21 @@ def _load_state(paths: CheckpointPaths, doc: Mapping[str, Any], wanted: list[str
                               "the training state is corrupt") from None
 
 
+def read_weights(path_stem: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """The checkpoint's weights, checked against its JSON's sha256 and refused when any value is
+    not finite (NaN or inf weights give a network that scores chance without any error)."""
+    paths = checkpoint_paths(path_stem)
+    doc = load_checkpoint_meta(paths.meta)
+    tensors = _read_tensors(paths.weights, doc.get("weights") or {}, paths.meta)
+    bad = next((k for k, t in tensors.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())),
+               None)
+    if bad is not None:
+        raise CheckpointError(f"checkpoint {paths.meta.with_suffix('')} has non-finite weights "
+                              f"({bad} holds NaN or inf): its training diverged or the file was "
+                              "edited; use an earlier checkpoint")
+    return tensors
+
+
 def load_checkpoint(path_stem: str | os.PathLike[str], model: nn.Module,
                     optimizer: torch.optim.Optimizer | None = None, scheduler: Any = None,
                     restore_rng: bool = False) -> dict[str, Any]:
@@ -370,7 +386,7 @@ def load_checkpoint(path_stem: str | os.PathLike[str], model: nn.Module,
     optimizer, scheduler and global RNG states; returns the checkpoint's JSON."""
     paths = checkpoint_paths(path_stem)
     doc = load_checkpoint_meta(paths.meta)
-    tensors = _read_tensors(paths.weights, doc.get("weights") or {}, paths.meta)
+    tensors = read_weights(paths.meta)
     _check_fits(tensors, model, doc, paths.meta)
     model.load_state_dict(tensors, strict=True)
     wanted = [name for name, want in (("optimizer", optimizer is not None),

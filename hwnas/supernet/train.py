@@ -40,7 +40,9 @@ from hwnas.supernet.data import DataConfig, build_loaders, resize_batch
 
 __all__ = ["PhaseConfig", "TrainConfig", "Phase", "build_phases", "train_supernet", "load_train_config"]
 
-PHASES = ("full", "kernel", "depth", "expand", "width")  # a family runs the ones it has
+# a family runs the ones it has; "elastic" opens every gene at once (a transferred supernet is
+# elastic already: it skips the shrinking phases)
+PHASES = ("full", "kernel", "depth", "expand", "width", "elastic")
 
 
 class PhaseConfig(BaseModel):
@@ -83,6 +85,9 @@ class TrainConfig(BaseModel):
     # NHWC tensors: oneDNN's depthwise convolutions run 2-3x faster on CPU in this layout.
     channels_last: bool = True
     max_steps_per_epoch: int | None = None
+    # transfer: start from this checkpoint (a stem, or "shipped") instead of random weights; its
+    # classifier is kept when the classes are the same, replaced otherwise
+    init_from: str | None = None
 
     @field_validator("phases", mode="before")
     @classmethod
@@ -112,8 +117,10 @@ class TrainConfig(BaseModel):
         return get_family(self.family).space_from_dict(self.space)
 
 
-def load_train_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
-    """Read YAML (or defaults) and apply `key.sub=value` overrides (values parsed as YAML)."""
+def load_train_config(path: str | Path | None, overrides: list[str] = (),
+                      base: dict[str, Any] | None = None, keep: tuple[str, ...] = ()) -> TrainConfig:
+    """Read YAML over `base` (default: hwnas's defaults) and apply `key.sub=value` overrides (values
+    parsed as YAML); the `keep` keys of `base` win over the YAML's."""
     import yaml
     from pydantic import ValidationError
 
@@ -128,7 +135,8 @@ def load_train_config(path: str | Path | None, overrides: list[str] = ()) -> Tra
             raise ConfigError(f"training config {path} is not valid YAML: {str(err).splitlines()[0]}") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"training config {path} must be a mapping of settings")
-    raw = _deep_merge(TrainConfig().model_dump(mode="json"), raw)
+    base = TrainConfig().model_dump(mode="json") if base is None else base
+    raw = {**_deep_merge(base, raw), **{k: base[k] for k in keep}}
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -176,7 +184,8 @@ def build_phases(cfg: TrainConfig) -> list[Phase]:
     expand, width for ResNet50) then makes its gene group elastic while later groups stay at their
     largest choice. Depth/expand/width phases first open the two largest choices, then all; the
     expand phase sorts channels by importance first. A phase the config does not set takes the
-    "expand" phase's settings."""
+    "expand" phase's settings. With an "elastic" phase (transfer) every gene is open at once after
+    "full", and nothing is re-sorted."""
     from hwnas.families import get_family
 
     family = get_family(cfg.family)
@@ -192,6 +201,10 @@ def build_phases(cfg: TrainConfig) -> list[Phase]:
 
     pc = cfg.phases["full"]
     add("full", pc, sub(**largest), pc.epochs)
+    if "elastic" in cfg.phases:
+        pc = cfg.phases["elastic"]
+        add("elastic", pc, space, pc.epochs)
+        return phases
     for i, (name, group) in enumerate(family.shrink_phases):
         pc = cfg.phases.get(name) or cfg.phases.get("expand")
         if pc is None:
@@ -342,6 +355,7 @@ def _train_supernet(cfg: TrainConfig, out: Path,
             "dataset": cfg.data.name, "mean": loaders.mean, "std": loaders.std}
     state = {"phase_index": 0, "epoch": 0, "step": 0, "done": False}
     log_path = out / "train_log.jsonl"
+    transfer: dict[str, Any] | None = None
 
     if (out / "supernet.json").exists():
         prev = load_checkpoint_meta(ckpt)
@@ -349,10 +363,15 @@ def _train_supernet(cfg: TrainConfig, out: Path,
             raise CheckpointError(f"{out} holds a run with a different config; "
                                   "use another --out or the same config to resume")
         state = prev["extra"]["state"]
+        transfer = prev["extra"].get("transfer")
         if state["done"]:  # finished: the final checkpoint keeps weights only
             load_checkpoint(ckpt, model)
         else:
             load_checkpoint(ckpt, model, optimizer=optimizer, restore_rng=True)
+    elif cfg.init_from is not None:  # every rank loads the same source: no broadcast needed
+        from hwnas.supernet.transfer import load_source
+
+        transfer = load_source(cfg, model, loaders.class_names)
     if rank == 0:
         _clean_log(log_path, phases, state)
     teacher = None
@@ -367,7 +386,8 @@ def _train_supernet(cfg: TrainConfig, out: Path,
         if rank != 0:
             return
         save_checkpoint(ckpt, model, {**meta, "phase": phases[min(state["phase_index"], len(phases) - 1)].name,
-                                      "extra": {"config": cfg.model_dump(mode="json"), "state": state}},
+                                      "extra": {"config": cfg.model_dump(mode="json"), "state": state,
+                                                **({"transfer": transfer} if transfer else {})}},
                         optimizer=None if final else optimizer)
 
     ddp_model: nn.Module = model

@@ -1,0 +1,108 @@
+"""Carry a trained supernet to another dataset: `hwnas train --init-from STEM --data SPEC`.
+
+The source's weights are loaded into a supernet of the same family, space and width; its classifier
+is kept when the target's classes are the source's (same names, same order) and replaced by a fresh
+one otherwise. Training then continues with the whole space elastic at once (the source went
+through progressive shrinking already): a few epochs of the largest subnet alone, so the new
+classifier and the features adapt, then every step trains the largest subnet on the labels and
+three more (the smallest, two random) on the labels plus its soft output (in-place distillation).
+
+The checkpoint records where it came from (``extra.transfer``: the source's path, the sha256 of its
+weights, its dataset and classes, whether the classifier was kept).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hwnas.errors import InputError
+
+if TYPE_CHECKING:
+    import torch.nn as nn
+
+    from hwnas.supernet.train import TrainConfig
+
+__all__ = ["TRANSFER_RECIPE", "CLASSIFIER", "source_stem", "transfer_config", "load_source"]
+
+#: what `hwnas train --init-from` runs without --config (issue 27's experiments: the shipped
+#: Fashion-MNIST supernet carried to the embedded MNIST digits, experiments/bench_transfer.py)
+TRANSFER_RECIPE: dict[str, Any] = {
+    "phases": {"full": {"epochs": 2, "lr": 0.02, "warmup_epochs": 0.5},
+               "elastic": {"epochs": 8, "lr": 0.02}},
+    "distill": "inplace", "sandwich": True, "subnets_per_step": 4, "kd_ratio": 1.0,
+    "label_smoothing": 0.1, "weight_decay": 3e-5, "checkpoint_every": 50,
+}
+#: the classifier's module in every family's networks (Once-for-All's name)
+CLASSIFIER = "classifier."
+
+
+def source_stem(init_from: str | Path) -> Path:
+    """`--init-from`'s checkpoint stem: ``shipped`` is the supernet that ships with hwnas."""
+    if str(init_from) == "shipped":
+        from hwnas.supernet.pretrained import shipped_checkpoint
+
+        return shipped_checkpoint()
+    return Path(init_from)
+
+
+def transfer_config(init_from: str | Path, data: Any, config: str | Path | None = None,
+                    overrides: list[str] = ()) -> "TrainConfig":
+    """The training config of a transfer: the source's family, space (resolutions included) and
+    dropout, then the default recipe (or the YAML `config` over hwnas's defaults), then
+    ``--set`` `overrides`; the target dataset `data` (a `DataConfig`) last."""
+    from hwnas.supernet.checkpoint import load_checkpoint_meta
+    from hwnas.supernet.train import TrainConfig, load_train_config
+
+    meta = load_checkpoint_meta(source_stem(init_from))
+    base = {**TrainConfig().model_dump(mode="json"), "family": meta.get("family", "ofa-mbv3"),
+            "space": meta["space"], "dropout": meta.get("extra", {}).get("config", {}).get("dropout", 0.1)}
+    if config is None:
+        base.update(TRANSFER_RECIPE, phases=dict(TRANSFER_RECIPE["phases"]))
+    base.update(init_from=str(init_from), data=data.model_dump(mode="json"))
+    return load_train_config(config, list(overrides), base=base, keep=("data", "init_from"))
+
+
+def load_source(cfg: "TrainConfig", model: "nn.Module", class_names: list[str]) -> dict[str, Any]:
+    """Load the source checkpoint's weights into `model` (built for the target's classes); returns
+    the record the new checkpoint keeps. One line for a source that does not fit."""
+    import torch
+
+    from hwnas.supernet.checkpoint import load_checkpoint_meta, read_weights
+
+    stem = source_stem(cfg.init_from)
+    meta = load_checkpoint_meta(stem)
+    family = meta.get("family", "ofa-mbv3")
+    if family != cfg.family:
+        raise InputError(f"--init-from {cfg.init_from} is an {family} supernet but the training config "
+                         f"says {cfg.family}; leave the family out (it is the source's) or start "
+                         "from a checkpoint of that family")
+    source_space, space = _genes(meta["space"]), _genes(cfg.search_space().to_dict())
+    if source_space != space:
+        raise InputError(f"--init-from {cfg.init_from}: its space {source_space} differs from the "
+                         f"config's {space} in genes or width; only the resolutions may change")
+    if len(class_names) < 2:
+        raise InputError(f"the target dataset has {len(class_names)} class; a classifier needs at "
+                         "least 2 (one subfolder per class)")
+    source_classes = list(meta.get("class_names") or [])
+    keep = source_classes == list(class_names)
+    tensors = read_weights(stem)
+    if not keep:
+        tensors = {k: v for k, v in tensors.items() if not k.startswith(CLASSIFIER)}
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in tensors and (keep or not k.startswith(CLASSIFIER))]
+    odd = [k for k, t in tensors.items() if k not in expected or expected[k].shape != t.shape]
+    if missing or odd:
+        raise InputError(f"--init-from {cfg.init_from} does not fit an {family} supernet "
+                         f"({len(missing)} tensors missing, {len(odd)} unexpected or reshaped, e.g. "
+                         f"{(missing or odd)[0]}); it is damaged or from another hwnas")
+    with torch.no_grad():
+        model.load_state_dict(tensors, strict=False)
+    return {"source": str(stem), "source_sha256": meta["weights"]["sha256"],
+            "source_dataset": meta.get("dataset"), "source_classes": len(source_classes) or meta.get("n_classes"),
+            "classifier": "kept" if keep else "new",
+            "recipe": {"phases": cfg.model_dump(mode="json")["phases"], "distill": cfg.distill}}
+
+
+def _genes(space: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in space.items() if k != "r"}
