@@ -832,6 +832,42 @@ def _print_quickstart(res) -> None:
 
 
 # -- export ---------------------------------------------------------------------------------
+@app.command("finetune")
+def finetune_cmd(
+    run: Path = typer.Option(..., "--run", help="Run directory."),
+    subnet: str = typer.Option(..., "--subnet", help="Subnet id from the run (a unique prefix works), "
+                               "or the arch as OFA JSON."),
+    epochs: int = typer.Option(5, "--epochs", help="Passes over the training split."),
+    lr: float = typer.Option(0.01, "--lr", help="Peak learning rate (cosine decay)."),
+    data: Optional[str] = typer.Option(None, "--data", help="Training data (default: the run's)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the data order and dropout."),
+) -> None:
+    """Fine-tune one subnet alone (distilling from the supernet's largest subnet); `hwnas export`
+    then ships its weights. Reports top-1 before and after on the test split."""
+    from hwnas.export.resolve import resolve_subnet
+    from hwnas.progress import make_progress
+    from hwnas.run import open_run
+    from hwnas.supernet.finetune import FinetuneSettings, finetune_subnet
+
+    settings = FinetuneSettings(epochs=epochs, lr=lr, seed=seed)
+    data_cfg = _data_config(data)
+    cfg = open_run(run, create=False)
+    arch = resolve_subnet(cfg, subnet).arch
+    err_console.print(f"fine-tuning {arch.id} for {epochs} epoch(s) on the run's training split")
+    with make_progress(err_console) as bar:
+        task = bar.add_task("finetune", total=None, info="")
+        record = finetune_subnet(cfg, arch, settings, data=data_cfg,
+                                 progress=lambda done, total, msg: bar.update(task, completed=done,
+                                                                               total=total, info=msg))
+    table = Table("split", "top-1 before %", "top-1 after %", "images")
+    for split in ("val", "test"):
+        table.add_row(split, f"{record['top1_before'][split]:.2f}", f"{record['top1_after'][split]:.2f}",
+                      str(record["n"][split]))
+    console.print(table)
+    err_console.print(f"wrote {cfg.files.finetuned(arch.id)} ({record['seconds']:.0f} s); "
+                      f"`hwnas export --run {run} --subnet {arch.id} --device D` ships it", soft_wrap=True)
+
+
 @app.command("export")
 def export_cmd(
     run: Path = typer.Option(..., "--run", help="Run directory."),

@@ -81,6 +81,10 @@ class RunFiles:
     def accuracy_predictor(self) -> Path:
         return self.predictors / "accuracy.json"
 
+    def finetuned(self, arch_id: str) -> Path:
+        """Folder of a subnet's fine-tuned weights (hwnas.supernet.finetune)."""
+        return self.root / "finetuned" / arch_id
+
     @property
     def exports(self) -> Path:
         return self.root / "exports"

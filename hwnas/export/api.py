@@ -218,6 +218,7 @@ class _Exporter:
 
         from hwnas.supernet.bn import evaluate, recalibrate_bn
         from hwnas.supernet.data import spread_images
+        from hwnas.supernet.finetune import load_finetuned
 
         arch = cand.arch
         check_destination(out)  # before the slow steps
@@ -225,6 +226,7 @@ class _Exporter:
         self._step(arch, "recalibrate BatchNorm")
         subnet = model.get_subnet(arch).eval()
         recalibrate_bn(subnet, calib, len(calib), resolution=arch.r)
+        finetuned = load_finetuned(self.run, arch, subnet)  # its own weights, when fine-tuned
         self._step(arch, "evaluate on the test split")
         accuracy = evaluate(subnet, loaders.test, resolution=arch.r)
         images, labels = spread_images(loaders.test.dataset, self.verify_images, arch.r)
@@ -258,12 +260,13 @@ class _Exporter:
             atomic_write_json(stage / VERIFY_JSON, {
                 "status": status, **report.to_dict(), "device": self.device.name,
                 "images": {"split": "test", "n": int(len(images)), "resolution": arch.r},
+                "weights": _weights_source(finetuned),
                 **({"int8": int8} if int8 is not None else {}),
                 "latency": latency})
             if int8 is not None:
                 accuracy = dict(accuracy, int8=int8)
-            write_manifest(stage, self._meta(cand, meta, loaders, accuracy, compiled, latency,
-                                             report, status))
+            manifest = self._meta(cand, meta, loaders, accuracy, compiled, latency, report, status)
+            write_manifest(stage, {**manifest, "finetuned": _weights_source(finetuned)["finetuned"]})
         except BaseException:
             shutil.rmtree(stage, ignore_errors=True)
             raise
@@ -449,6 +452,15 @@ class _Exporter:
             "verification": {"passed": report.passed, "failures": report.failures(),
                              "report": VERIFY_JSON},
         }
+
+
+def _weights_source(finetuned: dict[str, Any] | None) -> dict[str, Any]:
+    """Where a bundle's weights come from: the supernet's shared weights, or a fine-tuning run
+    (its epochs and top-1 before / after, as `hwnas finetune` measured them)."""
+    if finetuned is None:
+        return {"source": "supernet", "finetuned": None}
+    keep = ("epochs", "top1_before", "top1_after", "n", "supernet", "supernet_sha256", "teacher", "settings")
+    return {"source": "finetuned", "finetuned": {k: finetuned.get(k) for k in keep}}
 
 
 def _compare(name: str, runner: Runner, tol: Any, images: np.ndarray, reference: np.ndarray,

@@ -1,0 +1,203 @@
+"""Fine-tune one subnet alone, as Once-for-All fine-tunes its specialised networks.
+
+The subnet starts from the supernet's shared weights and trains on the run's training images at its
+own resolution, with cross-entropy on the labels plus distillation from the supernet's largest subnet
+(frozen, at the same resolution). BatchNorm is recalibrated afterwards exactly as every other
+evaluation in hwnas does, and top-1 is measured before and after on the validation and test splits.
+
+The result lives in the run as ``finetuned/<id>/subnet`` (a checkpoint: safetensors + JSON with
+their sha256, never pickle); the folder is published in one rename, so a kill mid-way leaves the
+previous result (or none), never torn weights. `hwnas export` ships these weights when they exist.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from hwnas.errors import CheckpointError, InputError
+
+__all__ = ["FinetuneSettings", "finetune_subnet", "finetuned_record", "load_finetuned", "STEM"]
+
+STEM = "subnet"  # finetuned/<id>/subnet.{safetensors,json}
+
+
+@dataclass(frozen=True)
+class FinetuneSettings:
+    """How a subnet is fine-tuned (checked once, before anything slow)."""
+
+    epochs: int = 5
+    lr: float = 0.01
+    batch_size: int = 128
+    kd_ratio: float = 1.0
+    label_smoothing: float = 0.1
+    weight_decay: float = 3e-5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 1:
+            raise InputError(f"fine-tuning needs at least 1 epoch, got {self.epochs!r}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise InputError(f"the fine-tuning learning rate must be a positive number, got {self.lr!r}")
+        if self.batch_size < 2:
+            raise InputError(f"the fine-tuning batch must hold at least 2 images, got {self.batch_size}")
+        if not 0 <= self.kd_ratio < 100:
+            raise InputError(f"kd_ratio must be in [0, 100), got {self.kd_ratio}")
+        if self.seed < 0:
+            raise InputError(f"the seed must be 0 or more, got {self.seed}")
+
+
+def _stem(run: Any, arch_id: str) -> Path:
+    return run.files.finetuned(arch_id) / STEM
+
+
+def finetuned_record(run: Any, arch_id: str) -> dict[str, Any] | None:
+    """What fine-tuning recorded for a subnet of the run (None when it was never fine-tuned)."""
+    from hwnas.supernet.checkpoint import checkpoint_exists, load_checkpoint_meta
+
+    stem = _stem(run, arch_id)
+    if not checkpoint_exists(stem):
+        return None
+    return load_checkpoint_meta(stem).get("extra", {}).get("finetune")
+
+
+def load_finetuned(run: Any, arch: Any, subnet: Any) -> dict[str, Any] | None:
+    """Load a subnet's fine-tuned weights into `subnet` (its static module) when the run has them;
+    returns their record. Weights that do not match their checksum, or were made from another
+    supernet, are refused with one line."""
+    from hwnas.supernet.checkpoint import load_checkpoint
+
+    record = finetuned_record(run, arch.id)
+    if record is None:
+        return None
+    if record.get("supernet_sha256") != _supernet_sha256(run):
+        raise CheckpointError(f"{run.files.finetuned(arch.id)} was fine-tuned from another supernet "
+                              "than the run's; fine-tune it again (hwnas finetune) or delete the folder")
+    load_checkpoint(_stem(run, arch.id), subnet)  # checks the sha256 of the weights
+    return record
+
+
+def _supernet_sha256(run: Any) -> str:
+    from hwnas.supernet.checkpoint import load_checkpoint_meta
+    from hwnas.supernet.pretrained import shipped_checkpoint
+
+    stem = run.supernet if run.supernet is not None else shipped_checkpoint()
+    return str(load_checkpoint_meta(stem)["weights"]["sha256"])
+
+
+def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = None, data: Any = None,
+                    progress: Callable[[int, int, str], Any] | None = None) -> dict[str, Any]:
+    """Fine-tune `arch` (an arch of the run's space) and store it in the run; returns the record
+    (top-1 before and after on val and test, epochs, time)."""
+    from hwnas.supernet.bn import evaluate, recalibrate_bn
+    from hwnas.supernet.checkpoint import save_checkpoint
+    from hwnas.supernet.data import build_loaders, calibration_loader
+    from hwnas.supernet.pretrained import data_config_of, load_supernet
+
+    settings = settings or FinetuneSettings()
+    arch = run.space.validate(arch)
+    model, meta = load_supernet(run.supernet)
+    data_cfg = data_config_of(meta, data if data is not None else run.data)
+    loaders = build_loaders(data_cfg.model_copy(update={"batch_size": settings.batch_size,
+                                                        "seed": data_cfg.seed}))
+    if len(loaders.train.dataset) < settings.batch_size:
+        raise InputError(f"the training split has {len(loaders.train.dataset)} images, fewer than one "
+                         f"batch of {settings.batch_size}; add images or lower the batch")
+    calib = calibration_loader(loaders.train, seed=0)
+
+    def calibrated(module: Any) -> Any:
+        return recalibrate_bn(module, calib, len(calib), resolution=arch.r)
+
+    student = calibrated(model.get_subnet(arch))
+    before = {split: evaluate(student, getattr(loaders, split), resolution=arch.r)["top1"]
+              for split in ("val", "test")}
+    teacher = calibrated(model.get_subnet(run.space.max_arch(arch.r))).requires_grad_(False)
+    del model
+    started = time.time()
+    _train(student, teacher, loaders.train, arch.r, settings, progress)
+    calibrated(student)
+    after = {split: evaluate(student, getattr(loaders, split), resolution=arch.r)
+             for split in ("val", "test")}
+    record = {"id": arch.id, "arch": arch.to_ofa_dict(), "epochs": settings.epochs,
+              "settings": asdict(settings), "data": data_cfg.model_dump(mode="json"),
+              "supernet": run.supernet or "shipped", "supernet_sha256": _supernet_sha256(run),
+              "teacher": run.space.max_arch(arch.r).id,
+              "top1_before": {k: round(v, 2) for k, v in before.items()},
+              "top1_after": {k: round(v["top1"], 2) for k, v in after.items()},
+              "n": {k: v["n"] for k, v in after.items()}, "train_images": len(loaders.train.dataset),
+              "seconds": round(time.time() - started, 1)}
+    _publish(run, arch.id, lambda stem: save_checkpoint(
+        stem, student, {"family": run.family.name, "n_classes": int(meta["n_classes"]),
+                        "dataset": loaders.dataset, "class_names": loaders.class_names,
+                        "mean": list(loaders.mean), "std": list(loaders.std),
+                        "extra": {"finetune": record}}, rng=False))
+    return record
+
+
+def _train(student: Any, teacher: Any, loader: Any, r: int, settings: FinetuneSettings,
+           progress: Callable[[int, int, str], Any] | None) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from hwnas.supernet.data import resize_batch
+
+    torch.manual_seed(settings.seed)
+    decay = [p for p in student.parameters() if p.ndim > 1]
+    rest = [p for p in student.parameters() if p.ndim <= 1]
+    optimizer = torch.optim.SGD([{"params": decay, "weight_decay": settings.weight_decay},
+                                 {"params": rest, "weight_decay": 0.0}],
+                                lr=settings.lr, momentum=0.9, nesterov=True)
+    steps = settings.epochs * (len(loader.dataset) // settings.batch_size)
+    student = student.to(memory_format=torch.channels_last).train()
+    step = 0
+    for epoch in range(settings.epochs):
+        loader.sampler.set_epoch(epoch)
+        for x, y in loader:
+            if len(y) < settings.batch_size or step >= steps:
+                continue
+            x = resize_batch(x, r).contiguous(memory_format=torch.channels_last)
+            for group in optimizer.param_groups:
+                group["lr"] = 0.5 * settings.lr * (1 + math.cos(math.pi * step / steps))
+            with torch.no_grad():
+                soft = F.softmax(teacher(x), dim=1)
+            logits = student(x)
+            loss = F.cross_entropy(logits, y, label_smoothing=settings.label_smoothing)
+            if settings.kd_ratio:
+                loss = loss + settings.kd_ratio * torch.mean(torch.sum(-soft * F.log_softmax(logits, 1), 1))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            step += 1
+            if progress:
+                progress(step, steps, f"epoch {epoch + 1}/{settings.epochs} loss {loss.item():.3f}")
+        if not np.isfinite(loss.item()):
+            raise InputError(f"fine-tuning diverged (loss {loss.item()}) in epoch {epoch + 1}; lower "
+                             f"the learning rate (now {settings.lr})")
+
+
+def _publish(run: Any, arch_id: str, write: Callable[[Path], Any]) -> None:
+    """Write into a fresh folder beside the final one, then swap it in with renames: readers see the
+    old result or the new one, never a mix."""
+    final = run.files.finetuned(arch_id)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    stage = final.parent / f".{arch_id}.partial-{uuid.uuid4().hex[:8]}"
+    stage.mkdir()
+    try:
+        write(stage / STEM)
+        with run.files.lock(f"finetuned-{arch_id}"):
+            old = final.parent / f".{arch_id}.old-{uuid.uuid4().hex[:8]}"
+            if final.exists():
+                os.rename(final, old)
+            os.rename(stage, final)
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
