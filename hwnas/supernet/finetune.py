@@ -17,7 +17,7 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -106,11 +106,13 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
     arch = run.space.validate(arch)
     model, meta = load_supernet(run.supernet)
     data_cfg = data_config_of(meta, data if data is not None else run.data)
-    loaders = build_loaders(data_cfg.model_copy(update={"batch_size": settings.batch_size,
-                                                        "seed": data_cfg.seed}))
-    if len(loaders.train.dataset) < settings.batch_size:
-        raise InputError(f"the training split has {len(loaders.train.dataset)} images, fewer than one "
-                         f"batch of {settings.batch_size}; add images or lower the batch")
+    loaders = build_loaders(data_cfg.model_copy(update={"batch_size": settings.batch_size}))
+    n_train = len(loaders.train.dataset)
+    if n_train < 2:
+        raise InputError(f"the training split has {n_train} image(s); fine-tuning needs at least 2")
+    if n_train < settings.batch_size:  # a small dataset: one batch is all of it
+        settings = replace(settings, batch_size=n_train)
+        loaders = build_loaders(data_cfg.model_copy(update={"batch_size": n_train}))
     calib = calibration_loader(loaders.train, seed=0)
 
     def calibrated(module: Any) -> Any:

@@ -19,6 +19,7 @@ import pytest
 import torch
 import yaml
 
+import imported_ofa
 from cli_calls import cli, export_verified
 
 pytestmark = pytest.mark.slow
@@ -27,39 +28,13 @@ CLASSES = ("3", "141", "977")  # a subset of the imported supernet's class names
 
 
 def make_image_folder(root: Path, per_class: dict[str, int], seed: int = 0) -> Path:
-    """train/ and val/ with one subfolder of small PNGs per class (a colour per class + noise)."""
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    for split, n in per_class.items():
-        for c, name in enumerate(CLASSES):
-            folder = root / split / name
-            folder.mkdir(parents=True)
-            for i in range(n):
-                img = rng.integers(0, 60, (40, 40, 3), dtype=np.uint8)
-                img[..., c] += 150
-                Image.fromarray(img).save(folder / f"{i}.png")
-    return root
+    return imported_ofa.make_image_folder(root, per_class, CLASSES, seed)
 
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory) -> Path:
     """An OFA-MobileNetV3 w1.0 checkpoint in Once-for-All's format, imported into hwnas."""
-    from hwnas.cli import main
-    from hwnas.space import SearchSpace
-    from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
-
-    folder = tmp_path_factory.mktemp("ofa")
-    torch.manual_seed(0)
-    net = OFAMobileNetV3(SearchSpace(width_mult=1.0), n_classes=1000)
-    src = folder / "ofa_mbv3_d234_e346_k357_w1.0"
-    torch.save({"state_dict": net.state_dict(), "epoch": 1}, src)
-    stem = folder / "ofa-w1.0"
-    with pytest.raises(SystemExit) as done:
-        main(["supernet", "import", "--from-ofa", str(src), "--family", "ofa-mbv3",
-              "--width-mult", "1.0", "--out", str(stem)])
-    assert done.value.code == 0
-    return stem
+    return imported_ofa.import_random_ofa(tmp_path_factory.mktemp("ofa"))
 
 
 def test_pipeline_runs_on_an_imported_supernet_with_an_image_folder(imported, tmp_path, capsys):
