@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from hwnas.errors import DeviceError, HwnasError, InputError
-from hwnas.export.manifest import (VERIFY_JSON, check_destination, publish, staging_dir,
+from hwnas.export.manifest import (VERIFY_JSON, check_destination, discard, publish, staging_dir,
                                    write_manifest)
 from hwnas.export.resolve import Candidate, pareto_members, resolve_subnet
 from hwnas.export.verify import (Report, Tolerance, VerificationError, compare, input_dependence,
@@ -268,7 +268,7 @@ class _Exporter:
             manifest = self._meta(cand, meta, loaders, accuracy, compiled, latency, report, status)
             write_manifest(stage, {**manifest, "finetuned": _weights_source(finetuned)["finetuned"]})
         except BaseException:
-            shutil.rmtree(stage, ignore_errors=True)
+            discard(stage)
             raise
         finally:
             for _, runner, _ in compiled.runners if compiled else []:

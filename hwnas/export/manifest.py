@@ -10,18 +10,21 @@ half-written bundle under the final name.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
 from hwnas.errors import HwnasError, InputError
-from hwnas.fileio import atomic_write_json, atomic_write_text, pid_alive, remove_stale, sha256_file
+from hwnas.fileio import atomic_write_json, atomic_write_text, pid_alive, sha256_file
 
 __all__ = ["FORMAT", "VERSION", "MODEL_JSON", "VERIFY_JSON", "SUMS", "BundleError", "sha256_file",
            "write_manifest", "read_meta", "check_files", "check_destination", "staging_dir",
-           "publish"]
+           "publish", "discard"]
 
 FORMAT = "hwnas-bundle"
 VERSION = 1
@@ -56,6 +59,8 @@ def read_meta(root: str | Path) -> dict[str, Any]:
     """The bundle's model.json, after checking it is an hwnas bundle of a known version."""
     root = Path(root)
     path = root / MODEL_JSON
+    if root.exists() and not root.is_dir():
+        raise BundleError(f"{root} is a file, not a bundle folder; give the folder `hwnas export` wrote")
     if not root.is_dir():
         raise BundleError(f"bundle {root} does not exist; export one with `hwnas export`")
     if not path.is_file():
@@ -142,49 +147,138 @@ def check_files(root: str | Path, meta: dict[str, Any]) -> None:
 
 
 def check_destination(out: Path) -> None:
-    """Refuse to replace an existing folder that is not an hwnas bundle (it may hold user files)."""
-    if out.exists() and (not out.is_dir() or (any(out.iterdir())
-                                               and not (out / MODEL_JSON).is_file())):
-        raise InputError(f"{out} exists and is not an hwnas bundle; choose a new or empty "
-                         "--out folder")
+    """Refuse to replace anything but an empty folder or a provable hwnas bundle: a folder whose
+    model.json is a bundle manifest, whose SHA256SUMS matches every file, and which holds nothing
+    else. Anything a user may have put there stays untouched (one line, exit 2)."""
+    if not out.exists() and not out.is_symlink():
+        return
+    if out.is_symlink() or not out.is_dir():
+        raise InputError(f"--out {out} exists and is not a folder; choose a new or empty --out folder")
+    if not any(out.iterdir()):
+        return
+    try:
+        meta = read_meta(out)
+        check_files(out, meta)
+    except BundleError as err:
+        raise InputError(f"--out {out} exists and is not an intact hwnas bundle ({err}); nothing "
+                         "was changed: choose a new or empty --out folder") from None
+    listed = set(meta["files"]) | {MODEL_JSON, SUMS}
+    extra = sorted(p.relative_to(out).as_posix() for p in out.rglob("*")
+                   if (p.is_file() or p.is_symlink()) and p.relative_to(out).as_posix() not in listed)
+    if extra:
+        raise InputError(f"--out {out} is an hwnas bundle but also holds {extra[0]}, which export "
+                         "did not write; nothing was changed: move it out or choose another --out")
+
+
+# Staging folders `.NAME.partial-TOKEN` (and a bundle moved aside while publishing, `.NAME.old-TOKEN`)
+# belong to the process that holds the lock file `.NAME.TOKEN.lock` beside them. A kernel lock,
+# unlike a PID, is released when its holder dies and means the same in every PID namespace that
+# shares the folder (containers on one volume): only a folder whose lock nobody holds is stale.
+_ENTRY = re.compile(r"\.(?P<name>.+)\.(?P<kind>partial|old)-(?P<token>[0-9a-f]{16}|\d+)")
+_HELD: dict[Path, tuple[int, Path, str]] = {}  # stage -> (fd of its held lock, lock path, token)
+
+
+def _lock_file(parent: Path, name: str, token: str) -> Path:
+    return parent / f".{name}.{token}.lock"
+
+
+def _try_lock(path: Path) -> int | None:
+    """An exclusive lock on `path`, or None when another process holds it."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _owner_gone(parent: Path, name: str, token: str) -> int | None:
+    """A held lock on the entry's lock file when its owner is gone (the caller releases it), or
+    None when it is alive. Entries named by a PID (older hwnas) fall back to that PID."""
+    if token.isdigit() and len(token) != 16:
+        return -1 if not pid_alive(int(token)) else None
+    lock = _lock_file(parent, name, token)
+    if not lock.exists():
+        return -1  # the owner removes its lock only after its folders are gone
+    return _try_lock(lock)
 
 
 def clean_stale(parent: Path) -> None:
-    """Remove what killed exports left in `parent`: staging folders `.ID.partial-PID` (tens of
-    MB each) of processes that no longer exist. A previous bundle moved aside by a publish that
-    was killed half-way (`.ID.old-PID`, dead PID) goes back to its name when that is free."""
-    import re
-
-    for entry in parent.glob(".*.old-*"):
-        match = re.fullmatch(r"\.(?P<name>.+)\.old-(?P<pid>\d+)", entry.name)
-        if match is None or pid_alive(int(match["pid"])):
+    """Remove what killed exports left in `parent`: staging folders (tens of MB each) whose owner
+    holds no lock any more. A previous bundle moved aside by a publish that was killed half-way goes
+    back to its name when that is free."""
+    try:
+        entries = sorted(parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        match = _ENTRY.fullmatch(entry.name)
+        if match is None:
             continue
-        target = parent / match["name"]
+        fd = _owner_gone(parent, match["name"], match["token"])
+        if fd is None:
+            continue
         try:
-            if target.exists():
-                shutil.rmtree(entry)
-            else:
+            target = parent / match["name"]
+            if match["kind"] == "old" and not target.exists():
                 entry.rename(target)
+            else:
+                shutil.rmtree(entry)
+            _lock_file(parent, match["name"], match["token"]).unlink(missing_ok=True)
         except OSError:
             pass
-    remove_stale(parent, r"\..+\.partial-(?P<pid>\d+)")
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
 
 def staging_dir(out: Path) -> Path:
-    """A fresh hidden folder beside `out` to assemble the bundle in (after clearing what killed
-    exports left beside it)."""
+    """A fresh hidden folder beside `out` to assemble the bundle in, owned through a held lock
+    (after clearing what killed exports left beside it). `publish` or `discard` ends it."""
     check_destination(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(out.parent)
-    stage = out.parent / f".{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(stage, ignore_errors=True)
+    token = uuid.uuid4().hex[:16]
+    lock = _lock_file(out.parent, out.name, token)
+    # locked before it gets its name, so no cleaner ever sees it unlocked
+    tmp = lock.with_name(lock.name + f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(tmp, lock)
+    stage = out.parent / f".{out.name}.partial-{token}"
     stage.mkdir()
+    _HELD[stage] = (fd, lock, token)
     return stage
 
 
+def _release(stage: Path) -> None:
+    fd, lock, _ = _HELD.pop(stage, (None, None, None))
+    if fd is not None:
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def discard(stage: Path) -> None:
+    """Remove an unfinished staging folder and give up its lock."""
+    shutil.rmtree(stage, ignore_errors=True)
+    _release(stage)
+
+
 def publish(stage: Path, out: Path) -> Path:
-    """Move the finished staging folder onto `out`, replacing a previous bundle there."""
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    """Move the finished staging folder onto `out`, replacing a previous bundle there. Only a
+    complete bundle is published: every file its manifest names, with its sha256."""
+    try:
+        check_files(stage, read_meta(stage))
+        check_destination(out)  # it may have changed while this export ran
+    except (BundleError, InputError):
+        discard(stage)
+        raise
+    _, _, token = _HELD.get(stage, (None, None, uuid.uuid4().hex[:16]))
+    old = out.parent / f".{out.name}.old-{token}"
     if out.exists():
         out.rename(old)
     try:
@@ -192,6 +286,8 @@ def publish(stage: Path, out: Path) -> Path:
     except OSError:
         if old.exists():
             old.rename(out)  # put the previous bundle back
+        discard(stage)
         raise
     shutil.rmtree(old, ignore_errors=True)
+    _release(stage)
     return out

@@ -49,7 +49,7 @@ def test_digits():
 
     from hwnas.supernet.data import DataConfig, build_loaders
 
-    loaders = build_loaders(DataConfig())
+    loaders = build_loaders(DataConfig(name="mnist-embedded"))
     ds = loaders.test.dataset
     picks = np.linspace(0, len(ds) - 1, 40).round().astype(int)
     raw = ds.images[torch.from_numpy(picks)][:, 0].numpy()
@@ -76,7 +76,7 @@ def trained_export_run(tmp_path_factory, tiny_supernet):
     model.train()
     torch.manual_seed(0)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    loaders = build_loaders(DataConfig())
+    loaders = build_loaders(DataConfig(name="mnist-embedded"))
     steps = 0
     while steps < 300:
         for x, y in loaders.train:

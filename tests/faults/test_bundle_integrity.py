@@ -127,6 +127,6 @@ def test_the_next_export_removes_partials_of_killed_exports(tmp_path):
     (moved_aside / "model.json").write_text("{}")
     mine = exports / "new-cpu-ort"
     stage = staging_dir(mine)
-    assert stage.is_dir() and stage.name == f".new-cpu-ort.partial-{os.getpid()}"
+    assert stage.is_dir() and stage.name.startswith(".new-cpu-ort.partial-")
     assert not stale.exists() and live.is_dir()
     assert (exports / "prev-cpu-ort" / "model.json").is_file() and not moved_aside.exists()

@@ -32,7 +32,7 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def loaders():
-    return build_loaders(DataConfig(batch_size=64, seed=0))
+    return build_loaders(DataConfig(name="mnist-embedded", batch_size=64, seed=0))
 
 
 @pytest.fixture(scope="module")
