@@ -1,4 +1,5 @@
-"""The elastic OFA-MobileNetV3 supernet, static subnet extraction and exact cost counting.
+"""Supernets: loading (`load_supernet`), training, transfer, fine-tuning, the elastic OFA-MobileNetV3
+network, static subnet extraction and exact cost counting.
 
 Names load lazily: the cost counters need no torch, and `hwnas search` should not pay for it.
 """
@@ -12,4 +13,6 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "hwnas.families.ofa_mbv3.plan": ("mbv3_plan",),
     "hwnas.channels": ("make_divisible",),
     "hwnas.supernet.stats": ("count_params", "count_macs", "count_params_macs", "stats_frame"),
+    "hwnas.supernet.pretrained": ("load_supernet", "shipped_checkpoint"),
+    "hwnas.supernet.finetune": ("finetune_subnet", "FinetuneSettings"),
 })
