@@ -377,6 +377,17 @@ def load_exports(files: RunFiles, front: pd.DataFrame | None = None,
     return pd.DataFrame(rows, columns=cols)
 
 
+def load_finetune(files: RunFiles, arch_id: str) -> dict[str, Any] | None:
+    """What `hwnas finetune` recorded for a subnet (epochs, top-1 before / after), or None."""
+    from hwnas.supernet.finetune import STEM
+
+    try:
+        record = json.loads((files.finetuned(arch_id) / f"{STEM}.json").read_text())["extra"]["finetune"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def bundle_top1(meta: dict[str, Any]) -> tuple[float | None, float | None]:
     """(top-1 of what the bundle ships, INT8 drop): an INT8 bundle ships the quantized model, so
     its measured top-1 is the INT8 one (model.json's ``accuracy.int8``), not the fp32 subnet's."""

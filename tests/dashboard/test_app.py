@@ -200,3 +200,26 @@ def test_explored_points_are_the_searchs_own_population(tmp_path):
     assert list(df.columns) == ["ms", "top1_pred", "source"] and len(df) == 5
     assert (df["source"] == "search").all()
     assert explored_points(RunFiles(tmp_path), "cpu-openvino").empty  # not searched, no predictors here
+
+
+def test_subnet_detail_shows_a_finetuned_subnets_numbers(monkeypatch, demo_run, tmp_path):
+    """A fine-tuned subnet's record (what `hwnas finetune` writes) is on its detail page."""
+    import json
+    import shutil
+
+    from hwnas.run import RunFiles
+
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    at = open_page(monkeypatch, run, "Subnet detail")
+    chosen = at.selectbox[0].value if at.selectbox else None
+    arch_id = str(chosen).split(" ")[0] if chosen else None
+    assert arch_id
+    folder = RunFiles(run).finetuned(arch_id)
+    folder.mkdir(parents=True)
+    (folder / "subnet.json").write_text(json.dumps({"extra": {"finetune": {
+        "epochs": 3, "top1_before": {"val": 90.1, "test": 90.0}, "top1_after": {"val": 91.2, "test": 91.5},
+        "n": {"val": 5000, "test": 10000}}}}))
+    at = open_page(monkeypatch, run, "Subnet detail")
+    assert any("Fine-tuned for 3 epoch(s)" in i.value and "91.50" in i.value for i in at.info), \
+        [i.value for i in at.info]

@@ -96,6 +96,13 @@ def page_subnet(files: data.RunFiles) -> None:
     st.altair_chart(charts.svg(cells.mark_rect().encode(color=alt.Color("expand:Q", title="expand ratio",
                                                                  scale=alt.Scale(scheme="blues")))
                         + cells.mark_text().encode(text="label:N")), width="stretch")
+    tuned = data.load_finetune(files, chosen)
+    if tuned is not None:
+        before, after = tuned.get("top1_before") or {}, tuned.get("top1_after") or {}
+        st.info(f"Fine-tuned for {tuned.get('epochs')} epoch(s): test top-1 {fmt_num(before.get('test'), '.2f')} % "
+                f"→ {fmt_num(after.get('test'), '.2f')} % on {(tuned.get('n') or {}).get('test')} images "
+                f"(validation {fmt_num(before.get('val'), '.2f')} → {fmt_num(after.get('val'), '.2f')} %); "
+                "export ships the fine-tuned weights.")
     exports = data.load_exports(files)
     mine = exports[exports["id"] == chosen] if not exports.empty else exports
     if mine.empty:
