@@ -43,6 +43,7 @@ __all__ = [
     "DataConfig",
     "Loaders",
     "ArrayImageDataset",
+    "Augment",
     "EpochShuffleSampler",
     "ResolutionSampler",
     "build_loaders",
@@ -123,6 +124,36 @@ class DataConfig(BaseModel):
         return self
 
 
+@dataclass(frozen=True)
+class Augment:
+    """Random flips and shifts of a training batch, drawn from the caller's seeded generator (the
+    datasets yield clean images: BN calibration and evaluation see the same pixels every time, and
+    a resumed training draws the same augmentation for the same step)."""
+
+    flip: bool = False
+    shift: int = 0  # translate by up to this many pixels; the border is background
+    background: tuple[float, ...] = (0.0, 0.0, 0.0)  # normalised value of a 0 pixel, per channel
+
+    def __bool__(self) -> bool:
+        return self.flip or self.shift > 0
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        if not self:
+            return x
+        n, _, h, w = x.shape
+        if self.shift:
+            p = self.shift
+            fill = torch.tensor(self.background, dtype=x.dtype).view(1, -1, 1, 1)
+            padded = fill.expand(n, -1, h + 2 * p, w + 2 * p).clone()
+            padded[:, :, p:p + h, p:p + w] = x
+            offsets = torch.randint(0, 2 * p + 1, (n, 2), generator=generator).tolist()
+            x = torch.stack([padded[i, :, dy:dy + h, dx:dx + w] for i, (dy, dx) in enumerate(offsets)])
+        if self.flip:
+            flips = torch.rand(n, generator=generator) < 0.5
+            x = torch.where(flips.view(-1, 1, 1, 1), x.flip(-1), x)
+        return x
+
+
 @dataclass
 class Loaders:
     """The three loaders plus what a checkpoint must remember about the data."""
@@ -136,6 +167,7 @@ class Loaders:
     std: tuple[float, float, float]
     dataset: str
     image_size: int  # base size of the images the loaders yield
+    augment: Augment = Augment()  # what training applies to its batches (`Augment`)
 
 
 # -- per-batch resolution ---------------------------------------------------------------------
@@ -202,25 +234,17 @@ class ArrayImageDataset(Dataset):
     """
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, indices: np.ndarray,
-                 mean: Sequence[float], std: Sequence[float], flip: bool = False, shift: int = 0):
+                 mean: Sequence[float], std: Sequence[float]):
         self.images, self.labels, self.indices = images, labels, np.asarray(indices)
         self.mean = torch.tensor(mean, dtype=torch.float32).view(3, 1, 1)
         self.std = torch.tensor(std, dtype=torch.float32).view(3, 1, 1)
-        self.flip, self.shift = flip, shift
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        x = self.images[i].float().div_(255.0)
-        if self.shift:  # random translation by up to `shift` pixels; the border is background (0)
-            p, (h, w) = self.shift, x.shape[-2:]
-            dy, dx = torch.randint(0, 2 * p + 1, (2,)).tolist()
-            x = F.pad(x, (p, p, p, p))[:, dy:dy + h, dx:dx + w]
-        if self.flip and torch.rand(()) < 0.5:
-            x = x.flip(-1)
-        x = (x.expand(3, -1, -1) - self.mean) / self.std
-        return x, int(self.labels[i])
+        x = self.images[i].float().div_(255.0).expand(3, -1, -1)
+        return (x - self.mean) / self.std, int(self.labels[i])
 
 
 class EpochShuffleSampler(Sampler[int]):
@@ -279,6 +303,7 @@ class _Splits:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     image_size: int
+    augment: Augment = Augment()
 
 
 def _array_splits(images: torch.Tensor, labels: torch.Tensor, class_names: list[str],
@@ -290,11 +315,11 @@ def _array_splits(images: torch.Tensor, labels: torch.Tensor, class_names: list[
 
     def make(idx: np.ndarray, train: bool) -> ArrayImageDataset:
         t = torch.from_numpy(idx)
-        return ArrayImageDataset(images[t], labels[t], idx, mean, std, flip=flip and train,
-                                 shift=shift if train else 0)
+        return ArrayImageDataset(images[t], labels[t], idx, mean, std)
 
+    background = tuple(-m / sd for m, sd in zip(mean, std))
     return _Splits(make(train_idx, True), make(val_idx, False), make(test_idx, False),
-                   class_names, mean, std, int(images.shape[-1]))
+                   class_names, mean, std, int(images.shape[-1]), Augment(flip, shift, background))
 
 
 def _mnist_embedded(cfg: DataConfig) -> _Splits:
@@ -475,7 +500,7 @@ def build_loaders(cfg: DataConfig | None = None) -> Loaders:
     return Loaders(loader(splits.train, True), loader(splits.val, False), loader(splits.test, False),
                    n_classes=len(splits.class_names), class_names=splits.class_names,
                    mean=tuple(splits.mean), std=tuple(splits.std),  # type: ignore[arg-type]
-                   dataset=cfg.name, image_size=splits.image_size)
+                   dataset=cfg.name, image_size=splits.image_size, augment=splits.augment)
 
 
 # BatchNorm recalibration runs BN in training mode, so every layer normalises with its *batch's*

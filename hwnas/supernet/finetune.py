@@ -124,7 +124,7 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
     teacher = calibrated(model.get_subnet(run.space.max_arch(arch.r))).requires_grad_(False)
     del model
     started = time.time()
-    _train(student, teacher, loaders.train, arch.r, settings, progress)
+    _train(student, teacher, loaders, arch.r, settings, progress)
     calibrated(student)
     after = {split: evaluate(student, getattr(loaders, split), resolution=arch.r)
              for split in ("val", "test")}
@@ -144,7 +144,7 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
     return record
 
 
-def _train(student: Any, teacher: Any, loader: Any, r: int, settings: FinetuneSettings,
+def _train(student: Any, teacher: Any, loaders: Any, r: int, settings: FinetuneSettings,
            progress: Callable[[int, int, str], Any] | None) -> None:
     import torch
     import torch.nn.functional as F
@@ -152,6 +152,7 @@ def _train(student: Any, teacher: Any, loader: Any, r: int, settings: FinetuneSe
     from hwnas.supernet.data import resize_batch
 
     torch.manual_seed(settings.seed)
+    loader, generator = loaders.train, torch.Generator().manual_seed(settings.seed)
     decay = [p for p in student.parameters() if p.ndim > 1]
     rest = [p for p in student.parameters() if p.ndim <= 1]
     optimizer = torch.optim.SGD([{"params": decay, "weight_decay": settings.weight_decay},
@@ -165,7 +166,7 @@ def _train(student: Any, teacher: Any, loader: Any, r: int, settings: FinetuneSe
         for x, y in loader:
             if len(y) < settings.batch_size or step >= steps:
                 continue
-            x = resize_batch(x, r).contiguous(memory_format=torch.channels_last)
+            x = resize_batch(loaders.augment(x, generator), r).contiguous(memory_format=torch.channels_last)
             for group in optimizer.param_groups:
                 group["lr"] = 0.5 * settings.lr * (1 + math.cos(math.pi * step / steps))
             with torch.no_grad():

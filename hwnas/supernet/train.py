@@ -184,8 +184,8 @@ def build_phases(cfg: TrainConfig) -> list[Phase]:
     expand, width for ResNet50) then makes its gene group elastic while later groups stay at their
     largest choice. Depth/expand/width phases first open the two largest choices, then all; the
     expand phase sorts channels by importance first. A phase the config does not set takes the
-    "expand" phase's settings. With an "elastic" phase (transfer) every gene is open at once after
-    "full", and nothing is re-sorted."""
+    "expand" phase's settings. With an "elastic" phase (BigNAS-style; transfer) every gene is open
+    at once after "full", channels sorted by importance first."""
     from hwnas.families import get_family
 
     family = get_family(cfg.family)
@@ -203,7 +203,7 @@ def build_phases(cfg: TrainConfig) -> list[Phase]:
     add("full", pc, sub(**largest), pc.epochs)
     if "elastic" in cfg.phases:
         pc = cfg.phases["elastic"]
-        add("elastic", pc, space, pc.epochs)
+        add("elastic", pc, space, pc.epochs, first=True)  # sorting keeps the function: harmless
         return phases
     for i, (name, group) in enumerate(family.shrink_phases):
         pc = cfg.phases.get(name) or cfg.phases.get("expand")
@@ -409,6 +409,7 @@ def _train_supernet(cfg: TrainConfig, out: Path,
         if phase.sort_channels_first and state["epoch"] == 0 and state["step"] == 0 \
                 and hasattr(model, "sort_channels"):
             model.sort_channels()
+            optimizer.state.clear()  # momentum belongs to the channels' old order
         while state["epoch"] < phase.epochs:
             epoch_stats = _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler,
                                        loaders, device, save, progress, amp)
@@ -479,6 +480,9 @@ def _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler
         rng = np.random.default_rng([epoch_seed, step])
         torch.manual_seed(int(rng.integers(2**62)))  # dropout masks depend on the step alone
         r = int(rng.choice(phase.space.r_choices))
+        if loaders.augment:  # its own stream: the subnets and dropout draw as without it
+            word = int(np.random.SeedSequence([epoch_seed, step, 1]).generate_state(1)[0])
+            x = loaders.augment(x, torch.Generator().manual_seed(word))
         x = resize_batch(x.to(device), r)
         if cfg.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)

@@ -135,3 +135,19 @@ def test_a_copy_of_the_embedded_folder_with_a_broken_manifest_is_one_line(tmp_pa
     (tmp_path / "copy" / "manifest.json").write_text("{")
     with pytest.raises(InputError, match="damaged"):
         fm.read_embedded(tmp_path / "copy")
+
+
+def test_augmentation_is_the_training_loops_and_seeded(embedded):
+    """Datasets yield clean images (calibration and evaluation see the same pixels each time);
+    training batches are flipped and shifted from a seeded generator."""
+    ds = embedded.train.dataset
+    assert torch.equal(ds[0][0], ds[0][0])
+    x = torch.stack([ds[i][0] for i in range(16)])
+    a = embedded.augment(x, torch.Generator().manual_seed(1))
+    b = embedded.augment(x, torch.Generator().manual_seed(1))
+    assert torch.equal(a, b) and not torch.equal(a, x) and a.shape == x.shape
+    background = embedded.augment.background[0]
+    shifted = embedded.augment(torch.full((4, 3, 28, 28), 5.0), torch.Generator().manual_seed(2))
+    assert all(v == 5.0 or abs(v - background) < 1e-6 for v in shifted.unique().tolist())
+    mnist = build_loaders(DataConfig(name="mnist-embedded"))
+    assert not mnist.augment  # digits are never flipped or shifted
