@@ -5,8 +5,9 @@ Checks, each recorded in verify.json whether it passes or not:
 - the PyTorch subnet's outputs depend on the input (a network with broken BN statistics gives
   nearly the same output for every image, and "outputs match" would then prove nothing);
 - per exported model: outputs are finite, ``max |exported - pytorch|`` is at most
-  ``atol + rtol * max |pytorch|`` (a per-backend/precision `Tolerance`) and top-1 agrees on at
-  least ``min_agreement`` of the images;
+  ``atol + rtol * max |pytorch|`` (a per-backend/precision `Tolerance`; int8 instead bounds the
+  relative RMS error, since one image's worst logit after quantisation depends on the CPU's
+  kernels) and top-1 agrees on at least ``min_agreement`` of the images;
 - the latency was measured on the device.
 
 Any failed check fails the export: `VerificationError` (exit code 2 on the command line), and the
@@ -39,24 +40,28 @@ class VerificationError(HwnasError):
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Allowed output error: ``atol + rtol * max |reference|``, and the least top-1 agreement."""
+    """Allowed output error: ``atol + rtol * max |reference|`` (None: recorded, not judged), at
+    most `max_rel_rms` of ``rms(exported - pytorch) / rms(pytorch)`` when set, and the least top-1
+    agreement."""
 
-    atol: float
-    rtol: float
+    atol: float | None
+    rtol: float | None
     min_agreement: float
+    max_rel_rms: float | None = None
 
-    def limit(self, scale: float) -> float:
-        return self.atol + self.rtol * scale
+    def limit(self, scale: float) -> float | None:
+        return None if self.atol is None or self.rtol is None else self.atol + self.rtol * scale
 
 
 _BY_PRECISION = {
     "fp32": Tolerance(1e-3, 1e-3, 0.98),
     "fp16": Tolerance(2e-2, 5e-2, 0.95),  # 11 mantissa bits; CPU kernels may accumulate in fp16
     "bf16": Tolerance(5e-2, 5e-2, 0.95),  # 8 mantissa bits: OpenVINO on AMX, errors ~1e-2
-    # int8: a quantized model's worst logit on some image moves by more than 10% of the largest
-    # logit on trained subnets (seen: 11%); what it costs is judged by its test top-1 drop (export's
-    # "int8 accuracy" check), so this only catches broken artifacts
-    "int8": Tolerance(1e-1, 2.5e-1, 0.90),
+    # int8: one image's worst logit moves by 10-30% of the largest logit, by CPU (its kernels round
+    # differently): no stable bound. What quantisation costs is judged by top-1 agreement and the
+    # test top-1 drop (export's "int8 accuracy" check); the RMS bound only catches broken artifacts
+    # (a broken one is ~100% off, a working one 5-20%)
+    "int8": Tolerance(None, None, 0.90, max_rel_rms=0.5),
 }
 #: fp32 models of runtimes whose fp32 convolutions use reduced inputs (`Backend.fp32_math`)
 _BY_FP32_MATH = {
@@ -100,22 +105,29 @@ def compare(name: str, outputs: np.ndarray, reference: np.ndarray, tol: Toleranc
     finite = bool(np.isfinite(outputs).all())
     diff = float(np.abs(outputs - reference).max()) if finite else float("inf")
     limit = tol.limit(float(np.abs(reference).max()))
+    rel_rms = (float(np.sqrt(np.mean((outputs - reference) ** 2) / max(np.mean(reference ** 2), 1e-30)))
+               if finite else float("inf"))
     agree = float((outputs.argmax(1) == reference.argmax(1)).mean()) if finite else 0.0
-    values: dict[str, Any] = {"max_abs_diff": diff, "limit": limit, "top1_agreement": agree,
-                              "n_images": int(len(reference)), "tolerance": asdict(tol)}
+    values: dict[str, Any] = {"max_abs_diff": diff, "limit": limit, "rel_rms": rel_rms,
+                              "top1_agreement": agree, "n_images": int(len(reference)),
+                              "tolerance": asdict(tol)}
     if labels is not None:
         values["top1_exported"] = float((outputs.argmax(1) == labels).mean() * 100)
         values["top1_pytorch"] = float((reference.argmax(1) == labels).mean() * 100)
     problems = []
     if not finite:
         problems.append("non-finite outputs")
-    elif diff > limit:
+    elif limit is not None and diff > limit:
         problems.append(f"max |diff| {diff:.3g} > {limit:.3g}")
+    elif tol.max_rel_rms is not None and rel_rms > tol.max_rel_rms:
+        problems.append(f"relative RMS error {rel_rms:.3g} > {tol.max_rel_rms:.3g}")
     if agree < tol.min_agreement:
         problems.append(f"top-1 agrees on {agree:.0%} of {len(reference)} images "
                         f"(< {tol.min_agreement:.0%})")
+    error = (f"max |diff| {diff:.3g} <= {limit:.3g}" if limit is not None else
+             f"relative RMS error {rel_rms:.3g} <= {tol.max_rel_rms:.3g} (max |diff| {diff:.3g})")
     detail = (f"{name}: " + ", ".join(problems) if problems else
-              f"{name}: max |diff| {diff:.3g} <= {limit:.3g}, top-1 agrees on {agree:.0%}")
+              f"{name}: {error}, top-1 agrees on {agree:.0%}")
     return _check(name, not problems, detail, **values)
 
 

@@ -60,11 +60,17 @@ def data_config_of(meta: dict[str, Any], data: DataConfig | dict[str, Any] | Non
     return DataConfig(name=name)
 
 
-def ship_checkpoint(run_stem: str | Path, dest_stem: str | Path | None = None) -> Path:
-    """Copy a finished run's weights as fp16 (no optimizer state) to `dest_stem` (default: assets)."""
+def ship_checkpoint(run_stem: str | Path, dest_stem: str | Path | None = None,
+                    embedded_data: bool = False) -> Path:
+    """Copy a finished run's weights as fp16 (no optimizer state) to `dest_stem` (default: assets).
+    `embedded_data`: the recorded dataset becomes the package's embedded copy (a run trained on
+    `fashion-mnist:PATH` is then evaluated, after install, on the same split without PATH)."""
     model, meta = load_supernet(run_stem)
     dest = shipped_checkpoint() if dest_stem is None else Path(dest_stem)
     keep = {k: meta[k] for k in ("family", "space", "n_classes", "dataset", "class_names", "mean", "std", "phase",
                                  "step", "epoch", "extra") if k in meta}
+    data = keep.get("extra", {}).get("config", {}).get("data")
+    if embedded_data and data:
+        data["root"] = None
     return save_checkpoint(dest, model, keep, rng=False, dtype="float16")
 
