@@ -121,7 +121,7 @@ def measure(runner: Runner, *, runs: int = 30, warmup_runs: int = 10, warmup_s: 
     if reference is not None:
         return measure_many({"model": runner}, reference, rounds=1, runs=runs,
                             warmup_runs=warmup_runs, warmup_s=warmup_s, seed=seed)["model"]
-    _check(runs=runs, warmup_runs=warmup_runs, warmup_s=warmup_s)
+    _check(runs=runs, warmup_runs=warmup_runs, warmup_s=warmup_s, seed=seed)
     try:
         samples, warm = _timed_block(runner, runner.prepare(_Inputs(seed)(runner)), runs,
                                      warmup_runs, warmup_s)
@@ -147,7 +147,8 @@ def measure_many(runners: Mapping[str, Runner], reference: Runner, *, rounds: in
     candidate that failed.
     """
     _check(rounds=rounds, runs=runs, warmup_runs=warmup_runs, warmup_s=warmup_s,
-           rewarm_runs=rewarm_runs, ref_runs=ref_runs, ref_warmup_runs=ref_warmup_runs)
+           rewarm_runs=rewarm_runs, ref_runs=ref_runs, ref_warmup_runs=ref_warmup_runs,
+           seed=seed)  # numpy's generators refuse negative seeds
     if anchor_ms is not None and not anchor_ms > 0:
         raise InputError(f"anchor_ms must be a positive latency, got {anchor_ms}")
     ids = list(runners)

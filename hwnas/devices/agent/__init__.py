@@ -11,7 +11,9 @@ sent with the token, timed there with `hwnas.devices.protocol`, and come back as
 Security model: a shared token read from a file (never from the command line), compared in
 constant time; a size limit checked before any body is read; ONNX is the only payload (parsed
 and checked, never executed; no pickles, no external data); the agent runs only its own devices,
-named by a request, and takes no runtime option, provider or path from a client. Traffic is plain HTTP: keep agents
+named by a request, and takes no runtime option, provider or path from a client. Models are built
+and timed in a child process (`worker`) that is killed when it overruns a time limit; queued
+requests and open connections are capped (`AgentLimits`). Traffic is plain HTTP: keep agents
 on a trusted network or reach them through an SSH tunnel.
 """
 
@@ -24,7 +26,7 @@ from hwnas.devices.agent.client import (
     RemoteBackend,
     measure_artifacts,
 )
-from hwnas.devices.agent.server import Agent, make_server, serve
+from hwnas.devices.agent.server import LIMIT_OPTIONS, Agent, AgentLimits, make_server, serve
 from hwnas.devices.agent.wire import (
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_PORT,
@@ -34,11 +36,13 @@ from hwnas.devices.agent.wire import (
 
 __all__ = [
     "Agent",
+    "AgentLimits",
     "AgentClient",
     "AgentRefused",
     "AgentSettings",
     "DEFAULT_MAX_REQUEST_BYTES",
     "DEFAULT_PORT",
+    "LIMIT_OPTIONS",
     "RemoteBackend",
     "create_token_file",
     "make_server",

@@ -33,20 +33,29 @@ device's (from the agent's /health); with none, the device is unavailable and sa
 
 Each request carries a fresh request id that its retries reuse: after a timeout, a dropped
 connection or a restarted agent, the retry gets the stored result, never a second measurement.
-Connection errors and 5xx are retried with exponential backoff; 4xx are final. Every failure is
-one `AgentError` line (unreachable agent, refused token, payload too large, not ONNX, the
-agent's own failure).
+Connection errors and 5xx are retried with exponential backoff; 4xx are final; a 503 `busy`
+waits its `Retry-After` (for up to `busy_wait_s`) without using up a retry. Every failure is
+one `AgentError` line (unreachable agent, refused token, payload too large, not ONNX, a time
+limit, the agent's own failure).
+
+An agent's answer is not trusted (plain HTTP: anyone on the path may write it): it is read
+within `read_timeout_s` in all and up to `max_response_bytes`, and checked against a schema
+(`_HealthAnswer`, `_MeasureAnswer`: required keys, types, finite positive latencies, exactly
+the models asked for) before anything is used or stored; a bad answer is one `AgentError` line.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import math
 import socket
+import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Iterator, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -90,7 +99,63 @@ class AgentSettings(BaseModel):
     health_timeout_s: float = Field(2.0, gt=0, description="for available()")
     retries: int = Field(5, ge=0, le=50)
     backoff_s: float = Field(0.5, ge=0)
+    busy_wait_s: float = Field(900.0, ge=0, description="how long to keep coming back to an "
+                               "agent that answers 503 busy")
     max_models_per_request: int = Field(8, ge=1, le=1000)
+    max_response_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="the largest answer "
+                                    "read from an agent")
+
+
+_Ms = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+_NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class _StatsAnswer(BaseModel):
+    """One model's `LatencyStats` as an agent must send them: finite, positive latencies."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+    median_ms: _Ms
+    mean_ms: _Ms
+    p90_ms: _Ms
+    p99_ms: _Ms
+    corrected_ms: _Ms
+    min_ms: _NonNegative
+    std_ms: _NonNegative
+    cv: _NonNegative
+    n: int = Field(ge=1)
+    warmup: int = Field(ge=0)
+    rounds: int = Field(1, ge=1)
+    rel_se: _NonNegative = 0.0
+    ref_median_ms: _Ms | None = None
+    ref_ms: list[_NonNegative] = Field(default_factory=list)
+    device: str = ""
+    backend: str = ""
+    threads: int = Field(1, ge=1)
+    batch: int = Field(1, ge=1)
+    precision: str = "fp32"
+    resolution: int | None = Field(None, gt=0)
+    host: str = ""
+    timer: str = "perf_counter_ns"
+    versions: dict[str, str] = Field(default_factory=dict)
+
+
+class _MeasureAnswer(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+    results: dict[str, _StatsAnswer]
+
+
+class _DeviceAnswer(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+    name: str
+    available: str | None = None
+    spec: dict[str, Any] = Field(default_factory=dict)
+
+
+class _HealthAnswer(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+    agent: Literal["hwnas"]
+    devices: list[_DeviceAnswer]
+    max_request_bytes: int = Field(ge=1024)
 
 
 class AgentRefused(AgentError):
@@ -123,8 +188,22 @@ class AgentClient:
 
     def health(self, *, timeout_s: float | None = None, retries: int | None = 0) -> dict[str, Any]:
         t = timeout_s or self.settings.health_timeout_s
-        return self.request("GET", "/health", retries=retries, connect_timeout_s=t,
-                            read_timeout_s=t)
+        answer = self.request("GET", "/health", retries=retries, connect_timeout_s=t,
+                              read_timeout_s=t)
+        self.checked(_HealthAnswer, answer, "GET /health")
+        return answer
+
+    def checked(self, schema: type[BaseModel], answer: dict[str, Any], what: str) -> Any:
+        """`answer` validated by `schema`; one AgentError line when it does not fit."""
+        try:
+            return schema.model_validate(answer)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "answer"
+            raise AgentError(f"agent at {self.where} sent an answer to {what} that hwnas cannot "
+                             f"use ({_line(where, 80)}: {_line(first['msg'], 120)}); nothing "
+                             "was stored: check that an hwnas agent of this version runs there"
+                             ) from None
 
     def request(self, method: str, path: str, body: bytes | None = None, *,
                 retries: int | None = None, connect_timeout_s: float | None = None,
@@ -132,25 +211,30 @@ class AgentClient:
         """One request, retried on connection errors and 5xx; the JSON answer."""
         token = read_token(self.token_file)
         retries = self.settings.retries if retries is None else retries
-        last: _Transient | None = None
-        for attempt in range(retries + 1):
-            if attempt:
-                time.sleep(min(self.settings.backoff_s * 2 ** (attempt - 1), _MAX_BACKOFF_S))
+        busy_until = time.monotonic() + self.settings.busy_wait_s
+        attempt, wait = 0, 0.0
+        while True:
+            time.sleep(wait)
             try:
                 status, answer = self._exchange(
                     method, path, body, token, connect_timeout_s or self.settings.connect_timeout_s,
                     read_timeout_s or self.settings.read_timeout_s)
             except _Transient as err:
                 last = err
-                continue
-            if status < 400:
-                return answer
-            if status >= 500:
-                last = _Transient(str(answer.get("message", f"HTTP {status}")), "agent")
-                continue
-            raise self._refused(status, answer)
-        assert last is not None
-        raise self._gave_up(last, retries + 1)
+            else:
+                if status < 400:
+                    return answer
+                if status < 500:
+                    raise self._refused(status, answer)
+                last = _Transient(_line(answer.get("message", f"HTTP {status}")), "agent")
+                after = _retry_after(answer) if status == 503 else None
+                if after is not None and time.monotonic() + after <= busy_until:
+                    wait = after  # busy: come back when it says, not a failed attempt
+                    continue
+            attempt += 1
+            if attempt > retries:
+                raise self._gave_up(last, attempt)
+            wait = min(self.settings.backoff_s * 2 ** (attempt - 1), _MAX_BACKOFF_S)
 
     def _exchange(self, method: str, path: str, body: bytes | None, token: str,
                   connect_timeout_s: float, read_timeout_s: float) -> tuple[int, dict[str, Any]]:
@@ -170,39 +254,71 @@ class AgentClient:
                 raise _Transient(err.strerror or type(err).__name__, "connect") from None
             assert conn.sock is not None
             conn.sock.settimeout(read_timeout_s)
-            try:
-                conn.putrequest(method, path, skip_accept_encoding=True)
-                conn.putheader("Authorization", f"Bearer {token}")
-                if body is not None:
-                    conn.putheader("Content-Type", CONTENT_TYPE)
-                    conn.putheader("Content-Length", str(len(body)))
-                conn.endheaders()
-                if body:
-                    try:
-                        conn.send(body)
-                    except (BrokenPipeError, ConnectionResetError):
-                        pass  # refused before the body was read: the answer says why
-                response = conn.getresponse()
-                data = response.read()
-            except TimeoutError:
-                raise _Transient(f"no answer within {read_timeout_s:g} s", "exchange") from None
-            except (http.client.HTTPException, OSError) as err:
-                raise _Transient(f"connection lost ({type(err).__name__})",
-                                 "exchange") from None
+            with _deadline(conn.sock, read_timeout_s) as expired:
+                try:
+                    status, data = self._send(conn, method, path, body, token)
+                except TimeoutError:
+                    raise _Transient(f"no answer within {read_timeout_s:g} s",
+                                     "exchange") from None
+                except (http.client.HTTPException, OSError) as err:
+                    if expired.is_set():
+                        raise _Transient(f"no complete answer within {read_timeout_s:g} s",
+                                         "exchange") from None
+                    raise _Transient(f"connection lost ({type(err).__name__})",
+                                     "exchange") from None
         finally:
             conn.close()
+        if expired.is_set():
+            raise _Transient(f"no complete answer within {read_timeout_s:g} s", "exchange")
         try:
             answer = json.loads(data)
             if not isinstance(answer, dict):
                 raise ValueError
-        except ValueError:
-            raise AgentError(f"{self.where} answered HTTP {response.status} with something "
-                             "that is not an hwnas agent's JSON; check --host/--port") from None
-        return response.status, answer
+        except (ValueError, RecursionError):
+            raise AgentError(f"{self.where} answered HTTP {status} with something that is not "
+                             "an hwnas agent's JSON; check --host/--port") from None
+        return status, answer
+
+    def _send(self, conn: http.client.HTTPConnection, method: str, path: str,
+              body: bytes | None, token: str) -> tuple[int, bytes]:
+        conn.putrequest(method, path, skip_accept_encoding=True)
+        conn.putheader("Authorization", f"Bearer {token}")
+        if body is not None:
+            conn.putheader("Content-Type", CONTENT_TYPE)
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders()
+        if body:
+            try:
+                conn.send(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # refused before the body was read: the answer says why
+        response = conn.getresponse()
+        return response.status, self._body(response)
+
+    def _body(self, response: http.client.HTTPResponse) -> bytes:
+        """The answer's bytes, at most `max_response_bytes` (a hostile agent's endless body
+        would otherwise take all memory)."""
+        limit = self.settings.max_response_bytes
+        if response.length is not None and response.length > limit:
+            raise self._too_large(limit)
+        chunks, size = [], 0
+        while chunk := response.read1(1 << 16):
+            size += len(chunk)
+            if size > limit:
+                raise self._too_large(limit)
+            chunks.append(chunk)
+        if response.length:
+            raise http.client.IncompleteRead(b"".join(chunks), response.length)
+        return b"".join(chunks)
+
+    def _too_large(self, limit: int) -> AgentError:
+        return AgentError(f"agent at {self.where} sent an answer larger than {limit} bytes; "
+                          "nothing was stored: check that an hwnas agent runs there (or raise "
+                          "options.agent.max_response_bytes)")
 
     def _refused(self, status: int, answer: dict[str, Any]) -> AgentRefused:
-        code = str(answer.get("error", "refused"))
-        message = str(answer.get("message", f"HTTP {status}"))
+        code = _line(answer.get("error", "refused"), 40)
+        message = _line(answer.get("message", f"HTTP {status}"))
         hint = None
         if status == 401:
             text = f"agent at {self.where} refused the token from {self.token_file}"
@@ -406,10 +522,57 @@ class RemoteBackend(Backend):
                 raise
             answer = send(list(by_sha))  # the agent lost some (evicted, state wiped): resend
         self._held |= set(by_sha)
-        results = {mid: LatencyStats.from_dict(obj) for mid, obj in answer["results"].items()}
+        return self._results(path, answer, list(data))
+
+    def _results(self, path: str, answer: dict[str, Any], ids: list[str]
+                 ) -> dict[str, LatencyStats]:
+        """The stats of exactly the models asked for, checked before anything is stored."""
+        checked = self.client.checked(_MeasureAnswer, answer, f"POST {path}")
+        if set(checked.results) != set(ids):
+            raise AgentError(f"agent at {self.client.where} answered POST {path} for other "
+                             f"models than it was sent ({len(checked.results)} results for "
+                             f"{len(ids)} models); nothing was stored")
+        results = {mid: LatencyStats.from_dict(checked.results[mid].model_dump()) for mid in ids}
         for stats in results.values():
             stats.device = self.device.name  # stored under this device's name
         return results
+
+
+def _line(value: Any, limit: int = 300) -> str:
+    """An agent's text as one short printable line (it may be anything, escapes included)."""
+    text = " ".join("".join(c if c.isprintable() else " " for c in str(value)).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _retry_after(answer: dict[str, Any]) -> float | None:
+    """The seconds a 503 answer says to wait (at most a minute), or None."""
+    after = answer.get("retry_after")
+    if isinstance(after, bool) or not isinstance(after, (int, float)) or \
+            not math.isfinite(after) or after < 0:
+        return None
+    return min(float(after), 60.0)
+
+
+@contextmanager
+def _deadline(sock: socket.socket, seconds: float) -> Iterator[threading.Event]:
+    """Shut `sock` down after `seconds` in all: a per-read timeout alone lets an agent that
+    trickles its answer byte by byte hold the client forever. The event tells it happened."""
+    expired = threading.Event()
+
+    def fire() -> None:
+        expired.set()
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield expired
+    finally:
+        timer.cancel()
 
 
 def _options(protocol: Mapping[str, Any]) -> ProtocolOptions:

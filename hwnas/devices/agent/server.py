@@ -29,13 +29,25 @@ ruin both. Validating and loading models happen under the lock too (they are CPU
 Finished requests are stored by request id (`store.ResultStore`), so a retried id is answered
 from disk, also after a restart, and never measured twice.
 
+No client can hold the agent (`AgentLimits`, each an option of `hwnas agent serve`): models are
+built and timed in a child process (`worker`) that is killed when one build, one inference or
+the whole request passes its time limit (the device is free again at once; the client gets 422
+`time_limit`); at most `max_queue` requests wait for the device (more: 503 `busy` with
+`Retry-After`, decided before a body is read, so waiting requests hold bounded memory); every
+connection must deliver its headers and its whole request by a deadline, at most
+`max_connections` are open and a new one displaces the oldest that has not authenticated yet;
+SIGTERM lets a measurement finish for `stop_grace_s`, then cancels it and exits. Refusals never
+show the agent's own paths.
+
 Run it with `hwnas agent serve` or `python -m hwnas.devices.agent` (same options).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import math
 import os
 import platform
 import signal
@@ -45,9 +57,11 @@ import sys
 import threading
 import time
 import traceback
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from hwnas.devices.agent.store import ModelStore, ResultStore, default_state_dir
 from hwnas.devices.agent.wire import (
@@ -61,16 +75,75 @@ from hwnas.devices.agent.wire import (
     decode_frames,
     read_token,
 )
-from hwnas.devices.base import Artifact, Backend, OnnxBuiltBackend, Runner, one_line
+from hwnas.devices.agent.worker import MeasureWorker, WorkerLimits
+from hwnas.devices.base import Backend, OnnxBuiltBackend, one_line
 from hwnas.devices.device import Device
-from hwnas.devices.protocol import measure, measure_many
 from hwnas.devices.registry import builtin_devices, load_devices, make_backend
-from hwnas.devices.stats import LatencyStats
-from hwnas.errors import AgentError, DeviceError, HwnasError
+from hwnas.errors import AgentError, HwnasError
 
-__all__ = ["Agent", "make_server", "serve", "main"]
+__all__ = ["Agent", "AgentLimits", "LIMIT_OPTIONS", "make_server", "serve", "main"]
 
 _ENDPOINTS = {"/measure": "measure", "/measure_many": "measure_many"}
+
+
+@dataclass(frozen=True)
+class AgentLimits:
+    """What one request or connection may take from the agent; each is an option of `hwnas
+    agent serve` (`LIMIT_OPTIONS`). A never-ending model is stopped by `run_timeout_s` (or
+    `compile_timeout_s`), so with the defaults the next client waits well under a minute."""
+
+    #: one inference (warm-up or timed) of one model; a model that never returns is stopped here
+    run_timeout_s: float = 10.0
+    #: building and loading one model (ONNX Runtime session, OpenVINO IR, TensorRT engine);
+    #: None: 45 s, or 900 s on backends that build engines on the target (TensorRT)
+    compile_timeout_s: float | None = None
+    #: one whole request, every model and round, its builds not counted (those have their own
+    #: limit); below the client's 900 s read timeout
+    request_timeout_s: float = 600.0
+    #: requests waiting for the device behind the one being measured (more: 503 busy); each
+    #: holds up to about 2 x --max-request-bytes of memory while it waits
+    max_queue: int = 4
+    #: open connections; at the cap a new one replaces the oldest not yet authenticated
+    max_connections: int = 64
+    #: from connecting to a complete request line and headers (with the token)
+    header_timeout_s: float = 10.0
+    #: from connecting to the last byte of the request body
+    receive_timeout_s: float = 120.0
+    #: on SIGTERM/SIGINT, how long the measurement in progress may still finish
+    stop_grace_s: float = 4.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value, low = getattr(self, f.name), 0 if f.name == "max_queue" else 1e-9
+            if value is None and f.name == "compile_timeout_s":
+                continue
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= low):
+                raise AgentError(f"agent limit {LIMIT_OPTIONS[f.name][0]} must be a positive "
+                                 f"number{' or 0' if low == 0 else ''}, got {value}")
+
+    def worker(self) -> WorkerLimits:
+        return WorkerLimits(self.run_timeout_s, self.request_timeout_s)
+
+    def compile_limit(self, backend: Backend) -> float:
+        """Seconds one model's build may take on `backend` (a capability, not a name)."""
+        if self.compile_timeout_s is not None:
+            return self.compile_timeout_s
+        return 900.0 if backend.builds_on_target else 45.0
+
+
+#: each limit's command-line option and its help (`main` and `hwnas agent serve`)
+LIMIT_OPTIONS: dict[str, tuple[str, str]] = {
+    "run_timeout_s": ("--run-timeout", "seconds one inference of one model may take"),
+    "compile_timeout_s": ("--compile-timeout", "seconds building and loading one model may "
+                          "take (default 45, 900 for TensorRT)"),
+    "request_timeout_s": ("--request-timeout", "seconds one whole request may take"),
+    "max_queue": ("--max-queue", "requests that may wait for the device (more: 503 busy)"),
+    "max_connections": ("--max-connections", "open connections"),
+    "header_timeout_s": ("--header-timeout", "seconds a connection has to send its headers"),
+    "receive_timeout_s": ("--receive-timeout", "seconds a connection has to send its whole "
+                          "request"),
+    "stop_grace_s": ("--stop-grace", "seconds a measurement may finish after SIGTERM"),
+}
 
 
 class Agent:
@@ -78,15 +151,19 @@ class Agent:
 
     def __init__(self, token: str, *, devices_file: str | Path | None = None,
                  state_dir: str | Path | None = None,
-                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+                 limits: AgentLimits | None = None):
         if max_request_bytes < 1024:
             raise AgentError(f"max_request_bytes must be at least 1024, got {max_request_bytes}")
         self._token = token.encode()
         self.max_request_bytes = int(max_request_bytes)
+        self.limits = limits or AgentLimits()
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.models = ModelStore(self.state_dir / "models")
         self.results = ResultStore(self.state_dir)
         self.workdir = self.state_dir / "work"
+        self.worker = MeasureWorker(self.workdir, self.limits.worker())
+        self._private = _private_paths(self.state_dir)
         devices = builtin_devices()
         if devices_file is not None:
             devices.update(load_devices(devices_file))
@@ -101,6 +178,9 @@ class Agent:
         self.in_flight: str | None = None
         self.replayed = 0
         self.started_at = time.time()
+        self._admitted = 0  # requests past the pre-body checks: the one measured + those waiting
+        self._admit_lock = threading.Lock()
+        self._typical_s = 5.0  # a request's usual duration, for Retry-After
 
     # -- checks --------------------------------------------------------------------------
     def check_token(self, authorization: str | None) -> None:
@@ -140,6 +220,7 @@ class Agent:
                 "hostname": socket.gethostname(), "platform": platform.platform(),
                 "python": platform.python_version(), "versions": versions,
                 "devices": self.device_status, "max_request_bytes": self.max_request_bytes,
+                "limits": asdict(self.limits), "queued": max(0, self._admitted - 1),
                 "busy": self.in_flight, "pid": os.getpid(), "started_at": self.started_at,
                 "counters": {"requests_measured": self.results.requests_measured,
                              "models_measured": self.results.models_measured,
@@ -166,16 +247,57 @@ class Agent:
                     raise Refusal(409, "missing_models", f"the agent does not hold {len(missing)} "
                                   "of the request's models; send their bytes", missing=missing)
                 start = time.perf_counter()
-                stats = self._measure(endpoint, req)
+                results = self._measure(endpoint, req)
+                elapsed = time.perf_counter() - start
                 record = {"request_id": req.request_id, "endpoint": endpoint, "digest": digest,
-                          "finished_at": time.time(),
-                          "elapsed_s": round(time.perf_counter() - start, 3),
-                          "results": {mid: s.to_dict() for mid, s in stats.items()}}
+                          "finished_at": time.time(), "elapsed_s": round(elapsed, 3),
+                          "results": results}
                 self.results.put(req.request_id, record)
                 self.models.evict(keep=req.shas())
+                self._typical_s = 0.7 * self._typical_s + 0.3 * elapsed
             finally:
                 self.in_flight = None
         return {**record, "replayed": False}
+
+    @contextmanager
+    def admission(self) -> Iterator[None]:
+        """A place among the requests that may read their body and wait for the device (the
+        one measured + `max_queue`); 503 busy with a Retry-After beyond that, before any body
+        is read, so waiting requests hold bounded memory."""
+        with self._admit_lock:
+            if self._admitted > self.limits.max_queue:
+                after = min(60, max(1, math.ceil(self._typical_s * self._admitted)))
+                raise Refusal(503, "busy", f"the agent is busy: {self._admitted - 1} requests "
+                              f"already wait for its device; retry after {after} s",
+                              retry_after=after)
+            self._admitted += 1
+        try:
+            yield
+        finally:
+            with self._admit_lock:
+                self._admitted -= 1
+
+    def stop(self) -> None:
+        """Refuse new measurements; the one in progress may finish (and be stored) for
+        `stop_grace_s`, then it is cancelled: its client gets 503 and retries the restarted
+        agent, which measures it then."""
+        self.stopping.set()
+        if not self.lock.acquire(timeout=self.limits.stop_grace_s):
+            self.worker.cancel("the agent is stopping; retry when it is back")
+            if not self.lock.acquire(timeout=2.0):
+                return
+        self.lock.release()
+
+    def close(self) -> None:
+        """End the measuring process (a later request would start a new one)."""
+        self.worker.close()
+
+    def public(self, text: str) -> str:
+        """`text` without the agent's own paths: a refusal tells a client nothing about the
+        agent's disk (a runtime's error names the model file under the state directory)."""
+        for path, name in self._private:
+            text = text.replace(path, name)
+        return text
 
     # -- internals -----------------------------------------------------------------------
     @staticmethod
@@ -209,32 +331,25 @@ class Agent:
             raise Refusal(422, "unknown_device", f"the agent has no device "
                           f"'{req.agent_device}'; it has {', '.join(self.devices)}") from None
 
-    def _measure(self, endpoint: str, req: MeasureRequest) -> dict[str, LatencyStats]:
+    def _measure(self, endpoint: str, req: MeasureRequest) -> dict[str, Any]:
+        """The stats (as dicts) by model id, measured by the worker process under the limits."""
         device = self._device(req)
         backend = make_backend(device)
         if reason := _unservable(backend):
             raise Refusal(422, "device_unavailable", f"device '{device.name}' cannot be used on "
                           f"the agent: {reason}")
-        runners: dict[str, Runner] = {}
-        try:
-            for sha in req.shas():
-                runners[sha] = self._load(backend, device, sha)
-            candidates = {mid: runners[sha] for mid, sha in req.models.items()}
-            reference = runners[req.reference] if req.reference else None
-            kw = req.protocol.kwargs()
-            if endpoint == "measure":
-                (mid, runner), = candidates.items()
-                return {mid: measure(runner, reference=reference, **kw)}
-            return measure_many(candidates, reference, **kw)
-        except HwnasError as err:
-            raise Refusal(422, "measurement_failed", str(err)) from None
-        finally:
-            for runner in runners.values():
-                runner.close()
+        order = sorted(req.shas())
+        job = {"endpoint": endpoint, "device": device.model_dump(mode="json"), "order": order,
+               "inputs": {sha: self._input(device, sha) for sha in order},
+               "models": req.models, "reference": req.reference,
+               "protocol": req.protocol.kwargs(), "workdir": str(self.workdir)}
+        answer = self.worker.run(job, _labels(req, order), self.limits.compile_limit(backend))
+        if "error" in answer:
+            raise Refusal(422, "measurement_failed", answer["error"])
+        return answer["results"]
 
-    def _load(self, backend: Backend, device: Device, sha: str) -> Runner:
-        """A runner for a stored model: the ONNX file itself for ONNX backends, else what a
-        backend built from ONNX makes of it (`OnnxBuiltBackend.compile_onnx`)."""
+    def _input(self, device: Device, sha: str) -> dict[str, Any]:
+        """What the worker needs to load a stored model, once it fits the device."""
         spec = self.models.input(sha)
         if (spec.dtype == "float16") != (device.precision == "fp16"):
             raise Refusal(422, "measurement_failed", f"model {sha[:12]} is {spec.dtype} but "
@@ -242,18 +357,24 @@ class Agent:
         if spec.shape[0] != device.batch:
             raise Refusal(422, "measurement_failed", f"model {sha[:12]} has batch {spec.shape[0]} "
                           f"but device '{device.name}' runs batch {device.batch}")
-        artifact = Artifact(format="onnx", path=self.models.path(sha), input_shape=spec.shape,
-                            input_dtype=spec.dtype, device=device.name, backend=backend.name,
-                            precision=device.precision, metadata={"sha256": sha})
-        if isinstance(backend, OnnxBuiltBackend):
-            try:
-                artifact = backend.compile_onnx(artifact, self.workdir / f"{sha}-{device.name}")
-            except HwnasError:
-                raise
-            except Exception as err:
-                raise DeviceError(f"device '{device.name}': building from ONNX failed: "
-                                  f"{one_line(err)}") from err
-        return backend.load(artifact)
+        return {"path": str(self.models.path(sha)), "shape": list(spec.shape),
+                "dtype": spec.dtype}
+
+
+def _labels(req: MeasureRequest, order: list[str]) -> list[str]:
+    """How a time-limit refusal names each model of `order` (the client's ids)."""
+    names = {sha: [f"model '{mid}'" for mid, s in req.models.items() if s == sha]
+             for sha in order}
+    if req.reference:
+        names[req.reference].append("the reference model")
+    return [" / ".join(names[sha][:3]) for sha in order]
+
+
+def _private_paths(state_dir: Path) -> list[tuple[str, str]]:
+    """The agent's own paths and what a client sees instead, longest first."""
+    pairs = {str(state_dir.resolve()): "<agent-state>", str(state_dir.absolute()): "<agent-state>",
+             os.getcwd(): "<agent-dir>", str(Path.home()): "~"}
+    return sorted(((p, n) for p, n in pairs.items() if len(p) > 1), key=lambda pn: -len(pn[0]))
 
 
 def _unservable(backend: Backend) -> str | None:
@@ -269,7 +390,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     server: _Server
     server_version = "hwnas-agent"
-    timeout = 120  # seconds a client may take to send its request
+
+    def setup(self) -> None:
+        # per read; `_Connections` enforces the deadline for the whole request
+        self.timeout = self.server.agent.limits.receive_timeout_s
+        super().setup()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None
+                   ) -> None:
+        """http.server's own refusals of malformed requests are 4xx too: an unknown method
+        (501 there) is 405, an unsupported HTTP version (505) is 400."""
+        if code >= 500:
+            code = 405 if code == 501 else 400
+        super().send_error(code, message, explain)
 
     def do_GET(self) -> None:
         self._answer(lambda agent: self._get(agent))
@@ -279,12 +412,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _get(self, agent: Agent) -> dict[str, Any]:
         agent.check_token(self.headers.get("Authorization"))
+        self.server.connections.advance(self.connection, _Connections.WORKING)
         if self.path.split("?")[0] != "/health":
             raise Refusal(404, "not_found", f"no endpoint GET {self.path}; see GET /health")
         return agent.health()
 
     def _post(self, agent: Agent) -> dict[str, Any]:
         agent.check_token(self.headers.get("Authorization"))
+        self.server.connections.advance(self.connection, _Connections.BODY)
         endpoint = _ENDPOINTS.get(self.path.split("?")[0])
         if endpoint is None:
             raise Refusal(404, "not_found", f"no endpoint POST {self.path}; use /measure or "
@@ -296,27 +431,36 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get_content_type() != CONTENT_TYPE:
             raise Refusal(415, "unsupported_media_type", f"the agent takes {CONTENT_TYPE} "
                           "bodies (ONNX models framed by the hwnas client), nothing else")
-        body = self.rfile.read(n)
-        self._body_read = True
-        if len(body) != n:
-            raise Refusal(400, "bad_request", f"the body ended after {len(body)} of {n} bytes")
-        return agent.handle(endpoint, body)
+        with agent.admission():
+            body = self.rfile.read(n)
+            self._body_read = True
+            self.server.connections.advance(self.connection, _Connections.WORKING)
+            if len(body) != n:
+                raise Refusal(400, "bad_request", f"the body ended after {len(body)} of {n} "
+                              "bytes")
+            return agent.handle(endpoint, body)
 
     def _answer(self, fn: Callable[[Agent], dict[str, Any]]) -> None:
         self._body_read = False
+        agent = self.server.agent
+        headers: dict[str, str] = {}
         try:
-            status, body = 200, fn(self.server.agent)
+            status, body = 200, fn(agent)
         except Refusal as refusal:
-            status, body = refusal.status, refusal.body()
+            status, body, headers = refusal.status, refusal.body(), refusal.headers()
         except Exception as err:  # a bug or a runtime crash: say so, keep serving
             traceback.print_exc()
             status, body = 500, {"error": "internal", "message": f"the agent failed: "
                                  f"{one_line(err)}"}
+        if status != 200:
+            body["message"] = agent.public(str(body.get("message", "")))
         data = json.dumps(body).encode()
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for key, value in headers.items():
+                self.send_header(key, value)
             self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
@@ -343,16 +487,114 @@ class _Handler(BaseHTTPRequestHandler):
                          f"{format % args}\n")
 
 
+@dataclass
+class _Conn:
+    accepted: float
+    phase: str
+    deadline: float
+
+
+class _Connections:
+    """Open connections: a cap, and a deadline for each one still sending its request.
+
+    A per-read timeout alone lets a client trickle one byte at a time forever, so a reaper
+    thread shuts down every connection that has not sent its headers (with the token) within
+    `header_timeout_s` or its whole request within `receive_timeout_s` of connecting. At
+    `max_connections` a new connection displaces the oldest one still sending headers: a client
+    without the token cannot keep token holders out. Only when every connection belongs to a
+    token holder is a new one answered 503 busy."""
+
+    HEADERS, BODY, WORKING = "headers", "body", "working"
+
+    def __init__(self, limits: AgentLimits):
+        self.limits = limits
+        self._lock = threading.Lock()
+        self._open: dict[socket.socket, _Conn] = {}
+        self._closed = threading.Event()
+        threading.Thread(target=self._reap, daemon=True, name="hwnas-agent-reaper").start()
+
+    def admit(self, sock: socket.socket) -> bool:
+        """Take a new connection (displacing the oldest unauthenticated one at the cap);
+        False when there is no room."""
+        now = time.monotonic()
+        with self._lock:
+            if len(self._open) >= self.limits.max_connections:
+                waiting = [(c.accepted, id(s), s) for s, c in self._open.items()
+                           if c.phase == self.HEADERS]
+                if not waiting:
+                    return False
+                self._drop(min(waiting)[2])
+            self._open[sock] = _Conn(now, self.HEADERS, now + self.limits.header_timeout_s)
+        return True
+
+    def advance(self, sock: socket.socket, phase: str) -> None:
+        """BODY: authenticated, the body is due by `receive_timeout_s`; WORKING: no deadline
+        (the measurement has its own limits)."""
+        with self._lock:
+            if (conn := self._open.get(sock)) is not None:
+                conn.phase = phase
+                conn.deadline = (conn.accepted + self.limits.receive_timeout_s
+                                 if phase == self.BODY else math.inf)
+
+    def release(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._open.pop(sock, None)
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def _drop(self, sock: socket.socket) -> None:
+        """Forget a connection and wake its handler (its blocked read returns)."""
+        self._open.pop(sock, None)
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _reap(self) -> None:
+        while not self._closed.wait(0.25):
+            now = time.monotonic()
+            with self._lock:
+                for sock in [s for s, c in self._open.items() if c.deadline < now]:
+                    self._drop(sock)
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a stuck client never blocks exit; `wait_idle` bounds the wait
     allow_reuse_address = True
+    request_queue_size = 128  # listen backlog: a burst of connects waits in the kernel
 
     def __init__(self, address: tuple[str, int], agent: Agent):
         self.address_family = socket.getaddrinfo(address[0], address[1])[0][0]
         self.agent = agent
         self.active = 0
         self.idle = threading.Condition()
-        super().__init__(address, _Handler)
+        self.connections = _Connections(agent.limits)
+        try:
+            super().__init__(address, _Handler)
+        except BaseException:
+            self.connections.close()
+            raise
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        try:
+            return super().get_request()
+        except OSError as err:
+            if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                # out of descriptors: the listener stays readable, so back off, not spin
+                time.sleep(0.1)
+            raise
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.connections.admit(request):
+            _refuse_busy(request)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.connections.release(request)
+            raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         with self.idle:
@@ -360,6 +602,7 @@ class _Server(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self.connections.release(request)
             with self.idle:
                 self.active -= 1
                 self.idle.notify_all()
@@ -374,6 +617,24 @@ class _Server(ThreadingHTTPServer):
         socketserver.TCPServer.server_bind(self)
         self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
 
+    def server_close(self) -> None:
+        super().server_close()
+        self.connections.close()
+        self.agent.close()
+
+
+def _refuse_busy(sock: socket.socket) -> None:
+    """A one-shot 503 on a connection there is no room for (never blocks the accept loop)."""
+    body = json.dumps({"error": "busy", "message": "the agent has no room for another "
+                       "connection; retry after 5 s", "retry_after": 5}).encode()
+    head = ("HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nRetry-After: 5\r\nConnection: close\r\n\r\n")
+    try:
+        sock.setblocking(False)
+        sock.send(head.encode() + body)
+    except OSError:
+        pass
+
 
 def make_server(agent: Agent, host: str, port: int) -> _Server:
     """Bind (port 0 picks a free one: see `server.server_address`); AgentError when it cannot."""
@@ -384,28 +645,58 @@ def make_server(agent: Agent, host: str, port: int) -> _Server:
                          "pick another --port or stop what uses it") from None
 
 
+def _fit_descriptors(limits: AgentLimits, echo: Callable[[str], None]) -> AgentLimits:
+    """Connections the file-descriptor limit can hold (raised to its hard limit first), with
+    room left for models, logs and the worker's pipes."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return limits
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > soft):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    room = soft - 64 if soft != resource.RLIM_INFINITY else limits.max_connections
+    if limits.max_connections <= room:
+        return limits
+    fitted = max(1, room)
+    echo(f"warning: --max-connections {limits.max_connections} does not fit the limit of "
+         f"{soft} open files; using {fitted}")
+    return AgentLimits(**{**asdict(limits), "max_connections": fitted})
+
+
 def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, token_file: str | Path | None = None,
           devices_file: str | Path | None = None, state_dir: str | Path | None = None,
           max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, *,
-          echo: Callable[[str], None] = print, grace_s: float = 600.0) -> None:
+          limits: AgentLimits | None = None, echo: Callable[[str], None] = print) -> None:
     """Run the agent until SIGTERM/SIGINT. The token is read from `token_file` (never given on
     the command line). On a stop signal it stops accepting, lets the measurement in progress
-    finish and store its result (up to `grace_s`), then returns; a second signal exits now."""
+    finish and store its result for up to `limits.stop_grace_s`, cancels it after that, and
+    returns within a few seconds; a second signal exits at once."""
     token = read_token(token_file)
     assert token_file is not None  # read_token refuses None
     if os.name == "posix" and Path(token_file).expanduser().stat().st_mode & 0o077:
         echo(f"warning: token file {token_file} is readable by other users; chmod 600 it")
+    limits = _fit_descriptors(limits or AgentLimits(), echo)
     agent = Agent(token, devices_file=devices_file, state_dir=state_dir,
-                  max_request_bytes=max_request_bytes)
+                  max_request_bytes=max_request_bytes, limits=limits)
     httpd = make_server(agent, host, port)
     bound_host, bound_port = httpd.server_address[:2]
     usable = [s["name"] for s in agent.device_status if s["available"] is None]
     echo(f"hwnas agent listening on http://{bound_host}:{bound_port} "
          f"(state {agent.state_dir}, max request {agent.max_request_bytes} bytes)")
+    build = "45/900" if limits.compile_timeout_s is None else f"{limits.compile_timeout_s:g}"
+    echo(f"limits: {limits.run_timeout_s:g} s per inference, {build} s per build, "
+         f"{limits.request_timeout_s:g} s per request, {limits.max_queue} queued, "
+         f"{limits.max_connections} connections")
     echo(f"devices usable here: {', '.join(usable) or 'none'}; stop with Ctrl-C or SIGTERM")
 
     def on_signal(signum: int, frame: Any) -> None:
         if agent.stopping.is_set():
+            agent.close()  # never leave a measuring child behind
             os._exit(128 + signum)
         agent.stopping.set()
         threading.Thread(target=httpd.shutdown, daemon=True).start()
@@ -416,10 +707,8 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, token_file: str | P
     try:
         httpd.serve_forever(poll_interval=0.2)
     finally:
-        agent.stopping.set()  # requests still queued are answered 503: their client retries
-        if agent.lock.acquire(timeout=grace_s):  # the measurement in progress ends and is stored
-            agent.lock.release()
-        httpd.wait_idle(timeout_s=10.0)
+        agent.stop()  # requests still queued are answered 503: their client retries
+        httpd.wait_idle(timeout_s=2.0)
         httpd.server_close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -437,11 +726,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--state-dir", default=None, help=f"results and models (default "
                    f"{default_state_dir()})")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
+    defaults = AgentLimits()
+    for f in fields(AgentLimits):
+        flag, text = LIMIT_OPTIONS[f.name]
+        default = getattr(defaults, f.name)
+        p.add_argument(flag, dest=f.name, type=int if f.type in ("int", int) else float,
+                       default=default, help=text if default is None else
+                       f"{text} (default {default:g})")
     args = p.parse_args(argv)
     try:
+        limits = AgentLimits(**{f.name: getattr(args, f.name) for f in fields(AgentLimits)})
         serve(args.host, args.port, args.token_file, args.devices, args.state_dir,
-              args.max_request_bytes, echo=lambda line: print(line, flush=True))
+              args.max_request_bytes, limits=limits, echo=lambda line: print(line, flush=True))
     except HwnasError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         sys.exit(err.exit_code)
-

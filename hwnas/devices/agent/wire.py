@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import secrets
 import struct
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Iterator
+from typing import Annotated, Any, Callable, ClassVar, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -33,7 +33,8 @@ from hwnas.errors import AgentError
 __all__ = [
     "API_VERSION", "DEFAULT_PORT", "DEFAULT_MAX_REQUEST_BYTES", "CONTENT_TYPE", "MAGIC",
     "Refusal", "Blob", "ProtocolOptions", "MeasureRequest", "OnnxInput",
-    "encode_frames", "decode_frames", "sha256", "check_onnx", "read_token", "create_token_file",
+    "encode_frames", "decode_frames", "sha256", "check_onnx", "external_tensors", "read_token",
+    "create_token_file",
 ]
 
 API_VERSION = 1
@@ -59,6 +60,11 @@ class Refusal(Exception):
     def body(self) -> dict[str, Any]:
         return {"error": self.code, "message": self.message, **self.extra}
 
+    def headers(self) -> dict[str, str]:
+        """HTTP headers of the refusal: `Retry-After` when it says when to come back."""
+        after = self.extra.get("retry_after")
+        return {"Retry-After": str(int(after))} if after is not None else {}
+
 
 class Blob(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -67,8 +73,9 @@ class Blob(BaseModel):
 
 
 class ProtocolOptions(BaseModel):
-    """Keyword arguments of `protocol.measure` / `measure_many`, bounded so that one request
-    cannot hold the agent for days. Unset fields keep the protocol's own defaults."""
+    """Keyword arguments of `protocol.measure` / `measure_many`. The bounds keep a request's
+    work finite; the agent's time limits (`server.AgentLimits`) are what stop one that is still
+    too slow. Unset fields keep the protocol's own defaults."""
 
     model_config = ConfigDict(extra="forbid")
     rounds: int | None = Field(None, ge=1, le=100)
@@ -78,7 +85,7 @@ class ProtocolOptions(BaseModel):
     rewarm_runs: int | None = Field(None, ge=0, le=100_000)
     ref_runs: int | None = Field(None, ge=1, le=100_000)
     ref_warmup_runs: int | None = Field(None, ge=0, le=100_000)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=2**63 - 1)  # numpy's generators refuse negatives
 
     #: the options `protocol.measure` (one model, R C R) accepts; the rest are measure_many's
     SINGLE: ClassVar[frozenset[str]] = frozenset({"runs", "warmup_runs", "warmup_s", "seed"})
@@ -146,6 +153,9 @@ def decode_frames(body: bytes) -> tuple[MeasureRequest, dict[str, bytes]]:
         header = json.loads(body[start:start + n])
     except (ValueError, UnicodeDecodeError):
         raise Refusal(400, "bad_request", "invalid request header: not JSON") from None
+    except RecursionError:  # "[[[[...": nesting deeper than Python's stack, not a request
+        raise Refusal(400, "bad_request", "invalid request header: JSON nested too deeply") \
+            from None
     if not isinstance(header, dict):
         raise Refusal(400, "bad_request", "invalid request header: not a JSON object")
     if stray := sorted(set(header) - MeasureRequest.CLIENT_FIELDS):
@@ -186,34 +196,42 @@ class OnnxInput:
 
 
 _DTYPES = {1: "float32", 10: "float16"}  # onnx.TensorProto.FLOAT, FLOAT16
+MAX_INPUT_ELEMENTS = 1 << 27  # 512 MiB of float32: the random input the agent makes for a model
 
 
-def _tensors(graph: Any) -> Iterator[Any]:
-    """Every TensorProto of a graph, subgraphs included (to find external-data references)."""
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield sparse.values
-        yield sparse.indices
-    yield from _node_tensors(graph.node)
+def external_tensors(model: Any) -> Iterator[Any]:
+    """Every TensorProto anywhere in `model` that keeps its data in a file.
 
+    Walks every message field (graphs, subgraphs of If/Loop/Scan at any depth, initializers,
+    sparse initializers, node attributes incl. a Constant's `sparse_value`, functions, their
+    default attributes, training info) instead of a list of known fields, so no place a tensor
+    can sit is missed, also in fields a later ONNX adds. Iterative: depth cannot overflow."""
+    import onnx
+    from google.protobuf.message import Message
 
-def _node_tensors(nodes: Any) -> Iterator[Any]:
-    for node in nodes:
-        for attr in node.attribute:
-            if attr.HasField("t"):
-                yield attr.t
-            yield from attr.tensors
-            if attr.HasField("g"):
-                yield from _tensors(attr.g)
-            for sub in attr.graphs:
-                yield from _tensors(sub)
+    stack = [model]
+    while stack:
+        msg = stack.pop()
+        if isinstance(msg, onnx.TensorProto):
+            if msg.data_location == onnx.TensorProto.EXTERNAL or len(msg.external_data):
+                yield msg
+            continue  # a tensor holds no tensors (and walking raw_data would copy it)
+        for field, value in msg.ListFields():
+            if field.message_type is None:
+                continue
+            if isinstance(value, Message):
+                stack.append(value)
+            else:  # a repeated message field
+                stack.extend(value)
 
 
 def check_onnx(data: bytes, input_name: str = "input") -> OnnxInput:
     """Accept only a self-contained ONNX model with one static float input named `input_name`.
 
     Parsing is protobuf decoding plus `onnx.checker` (nothing is executed). Tensors stored as
-    external data are refused: they name files on the agent's disk that a runtime would read.
+    external data are refused first, by walking the proto: they name files on the agent's disk
+    that `onnx.checker` would look up (telling a client which files exist) and a runtime would
+    read. Refusals never depend on the agent's files.
     """
     import onnx
     from google.protobuf.message import DecodeError
@@ -226,28 +244,34 @@ def check_onnx(data: bytes, input_name: str = "input") -> OnnxInput:
         model = onnx.load_model_from_string(data)
     except (DecodeError, RuntimeError, ValueError) as err:
         raise refuse(f"it does not parse ({type(err).__name__})") from None
+    if next(external_tensors(model), None) is not None:
+        raise refuse("it references external data files")
     if model.ir_version < 3 or not model.graph.node or not model.opset_import:
         raise refuse("no ONNX graph in it (missing ir_version, opset or nodes)")
     if any(prop.key == "ort_config" for prop in model.metadata_props):
         raise refuse("it carries ONNX Runtime session options (metadata 'ort_config'); the "
                      "agent's own device settings are the only ones used")
-    tensors = chain(_tensors(model.graph), *(_node_tensors(f.node) for f in model.functions))
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors):
-        raise refuse("it references external data files")
     try:
         onnx.checker.check_model(model)
-    except (onnx.checker.ValidationError, ValueError) as err:
+    except Exception as err:  # noqa: BLE001 - any checker failure is the model's, not a bug
         raise refuse(f"onnx.checker: {str(err).strip().splitlines()[0][:200]}") from None
+    return _single_input(model, input_name, refuse)
+
+
+def _single_input(model: Any, input_name: str, refuse: Callable[[str], Refusal]) -> OnnxInput:
     init = {t.name for t in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in init]
     if len(inputs) != 1 or inputs[0].name != input_name:
         raise refuse(f"expected one input named '{input_name}', got "
-                     f"{[i.name for i in inputs]}")
+                     f"{[i.name for i in inputs][:10]}")
     ttype = inputs[0].type.tensor_type
     dims = [d.dim_value if d.HasField("dim_value") else 0 for d in ttype.shape.dim]
     if ttype.elem_type not in _DTYPES or not dims or min(dims) < 1:
         raise refuse(f"input '{input_name}' must be float32/float16 with static positive dims, "
-                     f"got elem_type {ttype.elem_type} shape {dims}")
+                     f"got elem_type {ttype.elem_type} shape {dims[:8]}")
+    if math.prod(dims) > MAX_INPUT_ELEMENTS:
+        raise refuse(f"input '{input_name}' has {math.prod(dims)} elements, more than the "
+                     f"agent's limit of {MAX_INPUT_ELEMENTS}")
     return OnnxInput(tuple(dims), _DTYPES[ttype.elem_type])
 
 
