@@ -16,11 +16,29 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from hwnas import __version__
 from hwnas.errors import HwnasError, InputError
 
+
+class _Interrupted(BaseException):
+    """A Ctrl-C on its way to `main`, which says that what was written is kept and the command
+    resumes (a KeyboardInterrupt would not get there: Typer makes it a quiet exit 130)."""
+
+
+class _Commands(TyperGroup):
+    """The root command group: every command runs inside its `invoke`."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as err:
+            raise _Interrupted from err
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="hwnas",
     help="Hardware-aware NAS: one once-for-all supernet, profiled and searched for every device.",
     no_args_is_help=True,
@@ -78,6 +96,21 @@ DataOpt = typer.Option(None, "--data", help="Dataset to evaluate subnets on: ima
                        "(train/ and val/ class folders, e.g. ImageNet), fashion-mnist (embedded) or "
                        "fashion-mnist:PATH (the original idx files), cifar10:PATH, cifar100:PATH or "
                        "mnist-embedded. Default: the supernet's own.")
+
+
+SEED_LIMIT = 2**32  # numpy's and Optuna's seeds are unsigned 32-bit
+
+
+def _check_seed(value: Optional[int]) -> Optional[int]:
+    """Refused while the command line is parsed, so a bad seed writes nothing (no run folder, no
+    Optuna journal) and is one line, not numpy's ValueError deep inside a stage."""
+    if value is not None and not 0 <= value < SEED_LIMIT:
+        raise InputError(f"--seed must be within 0..{SEED_LIMIT - 1}, got {value}")
+    return value
+
+
+def seed_option(default: Optional[int] = 0, help: str = "Random seed."):
+    return typer.Option(default, "--seed", callback=_check_seed, help=help)
 
 
 def _data_config(spec: Optional[str]):
@@ -153,7 +186,7 @@ class SampleFormat(str, Enum):
 def space_sample(
     n: int = typer.Option(10, "-n", "--num", help="How many subnets to sample."),
     fmt: SampleFormat = typer.Option(SampleFormat.json, "--format", help="json (OFA dicts) or csv (flat rows)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (default: fresh entropy)."),
+    seed: Optional[int] = seed_option(None, "Random seed (default: fresh entropy)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write to this file instead of stdout."),
     space_file: Optional[Path] = SpaceOpt,
     family: str = FamilyOpt,
@@ -245,7 +278,7 @@ def latency_fit(
     base: Optional[Path] = typer.Option(None, "--base", help="Predictor of another device: few-shot transfer."),
     kind: list[str] = typer.Option([], "--kind", help="Restrict to these predictor kinds (repeatable)."),
     entries: Optional[Path] = typer.Option(None, "--entries", help="Per-block entries CSV for a lookup table."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = seed_option(),
     family: Optional[str] = typer.Option(None, "--family", help="With --table: the rows' search-space family "
                                          "(ofa-mbv3, ofa-proxyless, ofa-resnet50; default ofa-mbv3). "
                                          "A run's is its own."),
@@ -321,7 +354,7 @@ def latency_eval(
     width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Default: the run's, else "
                                                "the family's (ofa-mbv3: 1.0)."),
     classes: int = typer.Option(1000, "--classes"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = seed_option(),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the full report as JSON."),
     family: Optional[str] = typer.Option(None, "--family", help="With --table: the rows' search-space family "
                                          "(default ofa-mbv3). A run's is its own."),
@@ -379,11 +412,32 @@ def agent_serve(
     state_dir: Optional[Path] = typer.Option(None, "--state-dir", help="Where finished results are kept "
                                              "(default ~/.local/state/hwnas/agent)."),
     max_request_bytes: int = typer.Option(64 * 2**20, "--max-request-bytes", help="Largest request accepted."),
+    run_timeout: Optional[float] = typer.Option(None, "--run-timeout", help="Seconds one inference of one "
+                                                "model may take; longer: stopped, 422 (default 10)."),
+    compile_timeout: Optional[float] = typer.Option(None, "--compile-timeout", help="Seconds building and "
+                                                    "loading one model may take (default 45; 900 on TensorRT)."),
+    request_timeout: Optional[float] = typer.Option(None, "--request-timeout", help="Seconds one whole "
+                                                    "request may take (default 600)."),
+    max_queue: Optional[int] = typer.Option(None, "--max-queue", help="Requests that may wait for the "
+                                            "device; more are answered 503 busy with Retry-After (default 4)."),
+    max_connections: Optional[int] = typer.Option(None, "--max-connections", help="Open connections; a new "
+                                                  "one displaces the oldest unauthenticated one (default 64)."),
+    header_timeout: Optional[float] = typer.Option(None, "--header-timeout", help="Seconds a connection has "
+                                                   "to send its headers (default 10)."),
+    receive_timeout: Optional[float] = typer.Option(None, "--receive-timeout", help="Seconds a connection "
+                                                    "has to send its whole request (default 120)."),
+    stop_grace: Optional[float] = typer.Option(None, "--stop-grace", help="Seconds a measurement may "
+                                               "finish after SIGTERM before it is cancelled (default 4)."),
 ) -> None:
     """Serve this machine's devices to remote profilers (ONNX in, latency stats out)."""
-    from hwnas.devices.agent import serve
+    from hwnas.devices.agent import AgentLimits, serve
 
-    serve(host, port, token_file, devices_file, state_dir, max_request_bytes,
+    given = {"run_timeout_s": run_timeout, "compile_timeout_s": compile_timeout,
+             "request_timeout_s": request_timeout, "max_queue": max_queue,
+             "max_connections": max_connections, "header_timeout_s": header_timeout,
+             "receive_timeout_s": receive_timeout, "stop_grace_s": stop_grace}
+    limits = AgentLimits(**{k: v for k, v in given.items() if v is not None})
+    serve(host, port, token_file, devices_file, state_dir, max_request_bytes, limits=limits,
           echo=lambda msg: err_console.print(msg, highlight=False))
 
 
@@ -422,7 +476,7 @@ def profile_cmd(
     rounds: int = typer.Option(15, "--rounds", help="Rounds per subnet, each beside the reference "
                                "(drift correction)."),
     runs: int = typer.Option(10, "--runs", help="Timed runs per round."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the subnet selection."),
+    seed: int = seed_option(help="Seed of the subnet selection."),
     blocks: bool = typer.Option(False, "--blocks", help="Also time every stem/block/head variant at 3 "
                                 "resolutions (entries of a lookup-table predictor)."),
     recalibrate: bool = typer.Option(False, "--recalibrate", help="Measure a fresh anchor (the reference's "
@@ -606,7 +660,7 @@ def search_cmd(
     storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage URL (postgresql://...) "
                                           "or journal file; default RUN/optuna.journal."),
     top_k: int = typer.Option(5, "--top-k", help="Candidates measured on the device."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = seed_option(),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Measure the winners on the device."),
     devices_file: Optional[Path] = DevicesOpt,
     generations: Optional[int] = typer.Option(None, "--generations"),
@@ -701,7 +755,7 @@ def accuracy_build(
     samples: int = typer.Option(1000, "--samples", help="Subnets in the table (a larger number extends it)."),
     bn_images: int = typer.Option(500, "--bn-images", help="Training images for each subnet's BN recalibration "
                                   "(the default is what every other evaluation in hwnas uses)."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = seed_option(),
     data: Optional[str] = DataOpt,
 ) -> None:
     """Evaluate sampled subnets on the validation split into <run>/accuracy.csv (resumable;
@@ -747,7 +801,7 @@ def _accuracy_report_table(report: dict) -> None:
 
 @accuracy_app.command("fit")
 def accuracy_fit(run: Path = typer.Option(..., "--run", help="Run directory with an accuracy table."),
-                 seed: int = typer.Option(0, "--seed")) -> None:
+                 seed: int = seed_option()) -> None:
     """Choose the accuracy predictor by out-of-fold error and save it to <run>/predictors/accuracy.json."""
     from hwnas.accuracy import ACCURACY_PREDICTOR, fit_accuracy_predictor
     from hwnas.run import open_run
@@ -759,7 +813,7 @@ def accuracy_fit(run: Path = typer.Option(..., "--run", help="Run directory with
 
 @accuracy_app.command("eval")
 def accuracy_eval(run: Path = typer.Option(..., "--run", help="Run directory with an accuracy table."),
-                  seed: int = typer.Option(0, "--seed"),
+                  seed: int = seed_option(),
                   out: Optional[Path] = typer.Option(None, "--out", help="Write the report as JSON.")) -> None:
     """Out-of-fold MAE, bias and Kendall tau of every predictor kind, and the learning curve
     (nothing is saved in the run)."""
@@ -840,7 +894,7 @@ def finetune_cmd(
     epochs: int = typer.Option(5, "--epochs", help="Passes over the training split."),
     lr: float = typer.Option(0.01, "--lr", help="Peak learning rate (cosine decay)."),
     data: Optional[str] = typer.Option(None, "--data", help="Training data (default: the run's)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the data order and dropout."),
+    seed: int = seed_option(help="Seed of the data order and dropout."),
 ) -> None:
     """Fine-tune one subnet alone (distilling from the supernet's largest subnet); `hwnas export`
     then ships its weights. Reports top-1 before and after on the test split."""
@@ -954,7 +1008,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         _fail(str(err), err.exit_code)
     except typer.Abort:
         _fail("aborted", 130)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Interrupted):
         if _state["debug"]:
             raise
         _fail("interrupted; what was written so far is kept, and the same command resumes", 130)

@@ -1,19 +1,24 @@
 """Atomic file writes: write a temporary file beside the target, then rename over it.
 
 A crash (or Ctrl-C) mid-write leaves either the old file or the new one, never half of one.
+Also the readers of files a user hands over that need care (`parse_yaml`, `read_npz`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    from hwnas.errors import HwnasError
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "read_npz",
-           "state_dir", "file_lock", "sha256_file", "pid_alive", "remove_stale", "scratch_prefix"]
+           "parse_yaml", "state_dir", "file_lock", "sha256_file", "pid_alive", "remove_stale", "scratch_prefix"]
 
 
 @contextmanager
@@ -121,6 +126,54 @@ def read_npz(npz: str | os.PathLike[str], owner: str | os.PathLike[str]) -> dict
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
         raise CheckpointError(f"arrays file {npz} of {owner} is corrupt or not an .npz "
                               f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
+
+
+def parse_yaml(text: str, source: str, error: type[HwnasError] | None = None) -> Any:
+    """YAML a user supplies (`source` names it: "devices file d.yaml") as plain data.
+
+    Safe types only, and no aliases (``*name``): a few nested aliases expand a 500-byte file into
+    gigabytes ("billion laughs"), and no hwnas file needs them. Invalid YAML, an alias or absurd
+    nesting is one line naming `source`, raised as `error` (default `ConfigError`)."""
+    import yaml
+
+    from hwnas.errors import ConfigError
+
+    error = error or ConfigError
+    try:
+        return yaml.load(text, Loader=_no_alias_loader())  # a SafeLoader: plain types only
+    except _AliasFound as found:
+        raise error(f"{source} uses the YAML alias *{found.anchor}{_at(found.mark)}; hwnas accepts "
+                    "no aliases (a few can expand to gigabytes): write the values out") from None
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or " ".join(str(err).split())
+        raise error(f"{source} is not valid YAML: {problem}{_at(getattr(err, 'problem_mark', None))}"
+                    ) from None
+    except RecursionError:  # the composer recurses once per nesting level
+        raise error(f"{source} is not valid YAML: nested too deeply") from None
+
+
+class _AliasFound(Exception):
+    def __init__(self, anchor: str, mark: Any):
+        super().__init__(anchor)
+        self.anchor, self.mark = anchor, mark
+
+
+def _at(mark: Any) -> str:
+    return "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+
+
+@functools.cache
+def _no_alias_loader():
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):  # refused before anything is expanded
+                event = self.peek_event()
+                raise _AliasFound(event.anchor, event.start_mark)
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader
 
 
 def state_dir() -> Path:

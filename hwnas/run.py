@@ -1,8 +1,8 @@
 """A run directory (`runs/<name>/`): everything one search for one supernet produces.
 
 `config.yaml` pins the supernet (checkpoint stem, search space, classes) so every stage of the run
-(profile, latency fit, search, export) works on the same network. Stages write their own files
-atomically and resume from what exists.
+(profile, latency fit, search, export) works on the same network; every open checks it against
+the checkpoint's JSON. Stages write their own files atomically and resume from what exists.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from hwnas.errors import ConfigError
-from hwnas.fileio import atomic_write_text, file_lock
+from hwnas.fileio import atomic_write_text, file_lock, parse_yaml
 from hwnas.families import DEFAULT_FAMILY, Family, get_family
 
 if TYPE_CHECKING:
@@ -129,13 +129,37 @@ class RunConfig:
         return out
 
 
-def _supernet_identity(stem: str | Path | None) -> tuple[str | None, Any, int]:
-    from hwnas.supernet.checkpoint import load_checkpoint_meta
-    from hwnas.supernet.pretrained import shipped_checkpoint
+def _checkpoint_identity(stem: str | Path | None) -> tuple[Family, Any, int]:
+    """(family, space, classes) that a supernet checkpoint's JSON states; None = the shipped one."""
+    from hwnas.supernet.checkpoint_meta import load_checkpoint_meta, shipped_checkpoint
 
     meta = load_checkpoint_meta(shipped_checkpoint() if stem is None else stem)
     family = get_family(meta.get("family", DEFAULT_FAMILY))
-    return (None if stem is None else str(stem)), family.space_from_dict(meta["space"]), int(meta["n_classes"])
+    return family, family.space_from_dict(meta["space"]), int(meta["n_classes"])
+
+
+def _check_against_supernet(stem: str | None, family: Family, raw: dict[str, Any], path: Path) -> None:
+    """config.yaml restates its checkpoint's family, space and classes; an edited copy would let
+    stages build subnets the supernet cannot (a kernel it lacks) or count costs for another head,
+    all with exit 0, so a disagreement is refused. A checkpoint that is not there (a run folder
+    copied alone) is not checked: the stages that need its weights say so when they load them."""
+    from hwnas.supernet.checkpoint_meta import checkpoint_paths
+
+    if stem is not None and not checkpoint_paths(stem).meta.exists():
+        return
+    said_family, said_space, said_classes = _checkpoint_identity(stem)
+
+    def same(field: str, value: Any, said: Any) -> None:
+        if value != said:
+            raise ConfigError(f"{path}: {field} is {value}, but its supernet ({stem or 'shipped'}) has "
+                              f"{said}; set {field} back to {said} (a run's config must match its "
+                              "supernet) or start a new run directory")
+
+    same("family", family.name, said_family.name)  # first: another family's space does not parse
+    space = family.space_from_dict(raw["space"]).to_dict()
+    for key, said in said_space.to_dict().items():
+        same(f"space.{key}", space.get(key), said)
+    same("n_classes", int(raw["n_classes"]), said_classes)
 
 
 def _data_dict(data: "DataConfig") -> dict[str, Any]:
@@ -153,14 +177,15 @@ def open_run(run_dir: str | Path, supernet: str | Path | None = None, create: bo
                           "`hwnas profile --run DIR`)")
     if path.exists():
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
+            raw = parse_yaml(path.read_text(), f"run config {path}") or {}
             stem = None if raw.get("supernet") in (None, "shipped") else str(raw["supernet"])
             family = get_family(str(raw.get("family", DEFAULT_FAMILY)))
+            _check_against_supernet(stem, family, raw, path)
             cfg = RunConfig(run_dir, stem, family.space_from_dict(raw["space"]), int(raw["n_classes"]),
                             _checked_data(raw.get("data"), path))
-        except (yaml.YAMLError, KeyError, TypeError, ValueError) as err:
-            raise ConfigError(f"{path} is not a valid run config ({type(err).__name__}: {err}); "
-                              "fix it or start a new run directory") from None
+        except (AttributeError, KeyError, TypeError, ValueError) as err:
+            raise ConfigError(f"{path} is not a valid run config ({type(err).__name__}: "
+                              f"{' '.join(str(err).split())}); fix it or start a new run directory") from None
         if supernet is not None and str(supernet) != (cfg.supernet or "shipped"):
             raise ConfigError(f"run {run_dir} was made with supernet {cfg.supernet or 'shipped'}, "
                               f"not {supernet}; use another --run directory")
@@ -175,8 +200,9 @@ def open_run(run_dir: str | Path, supernet: str | Path | None = None, create: bo
         return cfg
     if not create:
         raise ConfigError(f"{run_dir} is not an hwnas run (no {CONFIG}); create it with `hwnas profile --run {run_dir} ...`")
-    stem, space, n_classes = _supernet_identity(supernet)
-    cfg = RunConfig(run_dir, stem, space, n_classes, None if data is None else _data_dict(data))
+    _, space, n_classes = _checkpoint_identity(supernet)
+    cfg = RunConfig(run_dir, None if supernet is None else str(supernet), space, n_classes,
+                    None if data is None else _data_dict(data))
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     return cfg

@@ -276,16 +276,14 @@ class SearchSpace:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "SearchSpace":
-        import yaml
+        from hwnas.fileio import parse_yaml
 
         path = Path(path)
         try:
-            obj = yaml.safe_load(path.read_text())
+            text = path.read_text()
         except FileNotFoundError:
             raise ConfigError(f"search-space file {path} does not exist") from None
-        except yaml.YAMLError as err:
-            raise ConfigError(f"search-space file {path} is not valid YAML: {err}".splitlines()[0]) from None
-        return cls.from_dict(obj or {})
+        return cls.from_dict(parse_yaml(text, f"search-space file {path}") or {})
 
     # -- size -----------------------------------------------------------------------------
     def stage_count(self) -> int:
@@ -652,7 +650,29 @@ def read_table_frame(path: str | Path):
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise TableError(f"table {path} cannot be read as CSV: {first}") from None
     df.columns = [str(c).strip() for c in df.columns]
+    repeated = _repeated_columns(list(df.columns) if path.suffix == ".parquet" else _csv_header(path))
+    if repeated:  # which of two `r` columns is meant cannot be guessed
+        raise TableError(f"table {path} has more than one column named {', '.join(repeated)}; "
+                         "keep one of each")
     return df
+
+
+def _csv_header(path: Path) -> list[str]:
+    """A CSV's column names as written: pandas renames a repeated one ("r", "r.1"), hiding it."""
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            return [c.strip() for c in next(csv.reader(f, skipinitialspace=True), [])]
+    except (csv.Error, UnicodeDecodeError):  # pandas read it; nothing more to learn here
+        return []
+
+
+def _repeated_columns(names: Sequence[str]) -> list[str]:
+    """Names given to more than one column (unnamed ones, e.g. from trailing commas, aside)."""
+    from collections import Counter
+
+    return sorted(name for name, n in Counter(names).items() if n > 1 and name)
 
 
 def write_arch_table(path: str | Path, archs: Sequence[Arch], extra=None) -> None:

@@ -156,21 +156,16 @@ def builtin_devices() -> dict[str, Device]:
 
 def load_devices(path: str | Path) -> dict[str, Device]:
     """Read user devices from a YAML file, validating each (DeviceError on any problem)."""
-    import yaml
+    from hwnas.fileio import parse_yaml
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
         raise DeviceError(f"devices file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as err:
         raise DeviceError(f"devices file {path} cannot be read: {err}") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        detail = getattr(err, "problem", None) or " ".join(str(err).split())
-        if mark is not None:
-            detail += f" at line {mark.line + 1}, column {mark.column + 1}"
-        raise DeviceError(f"devices file {path} is not valid YAML: {detail}") from None
+    data = parse_yaml(text, f"devices file {path}", DeviceError)
     if data is None:
         return {}
     entries = data.get("devices") if isinstance(data, dict) else None

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from hwnas.errors import InputError, TableError
+from hwnas.errors import ConfigError, InputError, TableError
 from hwnas.latency.analytic import AnalyticPredictor
 from hwnas.latency.base import LatencyPredictor, load_predictor
 from hwnas.latency.layout import ENTRY_COLUMNS, MBV3
@@ -265,18 +265,11 @@ def _block_entries(blocks, target: str, columns: Sequence[str] = ENTRY_COLUMNS):
 def run_family(run_dir: str | Path, df=None) -> str:
     """The family of a run: its config's (runs made before families: OFA-MobileNetV3), else, with no
     config, the family whose flat columns the measurements `df` hold (the most columns wins)."""
-    import yaml
-
     from hwnas.families import family_names, get_family
 
-    path = Path(run_dir) / "config.yaml"
-    if path.exists():
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError:
-            raw = {}
-        if isinstance(raw, dict):
-            return str(raw.get("family", MBV3))
+    raw = _raw_run_config(run_dir)
+    if raw is not None:
+        return str(raw.get("family", MBV3))
     if df is not None:
         fits = [(len(get_family(f).flat_columns()), f) for f in family_names()
                 if all(c in df.columns for c in get_family(f).flat_columns())]
@@ -287,16 +280,26 @@ def run_family(run_dir: str | Path, df=None) -> str:
 
 def _run_width(run_dir: str | Path, family: str) -> float:
     """The width multiplier of a run's space (its config), else the family's default."""
-    import yaml
-
     from hwnas.families import get_family
 
-    path = Path(run_dir) / "config.yaml"
     try:
-        raw = yaml.safe_load(path.read_text()) if path.exists() else None
-        return float(raw["space"]["width_mult"])
-    except (yaml.YAMLError, KeyError, TypeError, ValueError):
+        return float(_raw_run_config(run_dir)["space"]["width_mult"])
+    except (KeyError, TypeError, ValueError):
         return get_family(family).default_width
+
+
+def _raw_run_config(run_dir: str | Path) -> dict[str, Any] | None:
+    """A run's config.yaml as a mapping, or None where it is missing or unreadable (the callers
+    then infer what they need; `hwnas.run.open_run` is what reports a broken config)."""
+    from hwnas.fileio import parse_yaml
+    from hwnas.run import RunFiles
+
+    path = RunFiles(Path(run_dir)).config
+    try:
+        raw = parse_yaml(path.read_text(), f"run config {path}") if path.exists() else None
+    except (ConfigError, OSError, UnicodeDecodeError):
+        return None
+    return raw if isinstance(raw, dict) else None
 
 
 def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | None = None,

@@ -11,13 +11,14 @@ and export use too): timed with the drift-corrected protocol beside the run's fi
 subnet and put in milliseconds with the device's anchor (`hwnas.profiling.anchors`). Each result
 is appended to the store as soon as it is measured, so a crash loses at most the subnet in
 flight and a rerun skips everything already measured. Local devices are profiled one after
-another (two timing jobs on one machine spoil both); remote agents run in parallel, each on its
-own machine.
+another (two timing jobs on one machine spoil both), in the calling thread, so Ctrl-C stops them
+at once; remote agents run in parallel, each in a daemon thread of its own that starts no new
+measurement after Ctrl-C and that the process does not wait for.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -109,7 +110,8 @@ def _count(module, r: int) -> tuple[int, int]:
 
 def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_file: str | Path | None,
                     protocol: ProtocolSettings, reference_r: int, progress: ProgressFn | None,
-                    recalibrate: bool = False) -> dict[str, Any]:
+                    recalibrate: bool = False, stop: threading.Event | None = None) -> dict[str, Any]:
+    """Measure what `job` names and the store lacks; with `stop` set, no further measurement starts."""
     import torch
 
     from hwnas.devices import get_device
@@ -139,6 +141,8 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
         session.calibrate_anchor(store, recalibrate)
 
         def measure_one(key: str, module, r: int, shape: tuple[int, ...] | None = None, **row_kw: Any) -> None:
+            if stop is not None and stop.is_set():
+                raise _Stopped
             stats, artifact = session.measure_module(key, module, torch.zeros(shape or (1, 3, r, r)))
             store.append([stats_row(job.device, row_kw.pop("kind"), key, stats,
                                     meta=session.row_meta(artifact), columns=space.flat_columns,
@@ -147,23 +151,30 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
             if progress:
                 progress(job.device, summary["measured"], total, key)
 
-        for arch in todo:
-            params, macs = count_params_macs(arch, n_classes)
-            measure_one(arch.id, session.timing_subnet(arch), arch.r, kind="subnet", arch=arch,
-                        params=params, macs=macs)
-        for entry in todo_blocks:
-            from hwnas.latency.layout import entry_module
+        try:
+            for arch in todo:
+                params, macs = count_params_macs(arch, n_classes)
+                measure_one(arch.id, session.timing_subnet(arch), arch.r, kind="subnet", arch=arch,
+                            params=params, macs=macs)
+            for entry in todo_blocks:
+                from hwnas.latency.layout import entry_module
 
-            module, shape = (entry_module(entry, space.width_mult, n_classes) if layout is None
-                             else layout.entry_module(entry))
-            measure_one(block_key(entry, entry_columns), module.eval(), int(entry["size"]), shape=tuple(shape),
-                        kind="block", block=entry)
-        for spec in todo_models:
-            module = _build_timm(spec, n_classes)
-            params, macs = _count(module, reference_r)
-            measure_one(spec, module, reference_r, kind="model", params=params, macs=macs,
-                        block={"resolution": reference_r})
+                module, shape = (entry_module(entry, space.width_mult, n_classes) if layout is None
+                                 else layout.entry_module(entry))
+                measure_one(block_key(entry, entry_columns), module.eval(), int(entry["size"]),
+                            shape=tuple(shape), kind="block", block=entry)
+            for spec in todo_models:
+                module = _build_timm(spec, n_classes)
+                params, macs = _count(module, reference_r)
+                measure_one(spec, module, reference_r, kind="model", params=params, macs=macs,
+                            block={"resolution": reference_r})
+        except _Stopped:
+            pass
     return summary
+
+
+class _Stopped(Exception):
+    """Raised before a measurement once profiling was told to stop (Ctrl-C in another thread)."""
 
 
 def measure_subnets(run: RunConfig, device: str, archs: Sequence[Arch], *,
@@ -241,12 +252,43 @@ def profile(run: RunConfig, devices: Sequence[str], samples: int, *, devices_fil
     local = [_Job(d.name, subnets, list(references), entries) for d in resolved if not d.is_remote]
     remote = [_Job(d.name, subnets, list(references), entries) for d in resolved if d.is_remote]
 
-    def run_group(group: list[_Job]) -> list[dict[str, Any]]:
-        return [_measure_device(run, j, store, devices_file, protocol, ref_r, progress, recalibrate)
-                for j in group]
+    stop = threading.Event()
 
-    groups = ([local] if local else []) + [[j] for j in remote]
-    with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:
-        results = [r for rs in pool.map(run_group, groups) for r in rs]
-    return results
+    def measure(job: _Job) -> dict[str, Any]:
+        return _measure_device(run, job, store, devices_file, protocol, ref_r, progress, recalibrate,
+                               stop)
 
+    agents = [_AgentThread(measure, job) for job in remote]
+    try:
+        for worker in agents:
+            worker.start()
+        results = [measure(job) for job in local]
+        return results + [worker.outcome() for worker in agents]
+    except BaseException:  # Ctrl-C (or a failure): no agent starts another measurement
+        stop.set()
+        raise
+
+
+class _AgentThread(threading.Thread):
+    """Measures one remote device's job and keeps its summary or error. A daemon: after Ctrl-C
+    the process exits without waiting for an agent's answer (what was stored stays; the rerun
+    measures the one in flight again)."""
+
+    def __init__(self, measure: Callable[[_Job], dict[str, Any]], job: _Job):
+        super().__init__(daemon=True, name=f"profile-{job.device}")
+        self.measure, self.job = measure, job
+        self.summary: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.summary = self.measure(self.job)
+        except BaseException as err:  # handed to the caller by outcome()
+            self.error = err
+
+    def outcome(self) -> dict[str, Any]:
+        while self.is_alive():
+            self.join(0.2)  # short waits: Ctrl-C reaches the main thread between them
+        if self.error is not None:
+            raise self.error
+        return self.summary

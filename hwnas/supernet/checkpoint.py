@@ -20,7 +20,7 @@ import random
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -32,6 +32,8 @@ from torch import nn
 
 from hwnas.errors import CheckpointError, InputError
 from hwnas.fileio import atomic_write_bytes, atomic_write_json
+from hwnas.supernet.checkpoint_meta import (FORMAT, VERSION, CheckpointPaths, checkpoint_paths,
+                                            load_checkpoint_meta, read_json)
 
 __all__ = [
     "FORMAT",
@@ -47,9 +49,7 @@ __all__ = [
     "read_weights",
 ]
 
-FORMAT = "hwnas-supernet"
 STATE_FORMAT = "hwnas-supernet-state"
-VERSION = 1
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 _FP16_MAX = 65504.0
 _MARKERS = ("__tensor__", "__ndarray__", "__tuple__", "__dict__")
@@ -90,24 +90,6 @@ class CheckpointMeta(BaseModel):
         if self.space is not None:
             self.space = family.space_from_dict(self.space).to_dict()
         return self
-
-
-class CheckpointPaths(NamedTuple):
-    weights: Path
-    meta: Path
-    state_weights: Path
-    state_meta: Path
-
-
-def checkpoint_paths(path_stem: str | os.PathLike[str]) -> CheckpointPaths:
-    """The files of the checkpoint `path_stem` (a trailing .json/.safetensors is tolerated)."""
-    stem = str(path_stem)
-    for ext in (".state.safetensors", ".state.json", ".safetensors", ".json"):
-        if stem.endswith(ext):
-            stem = stem[: -len(ext)]
-            break
-    return CheckpointPaths(*(Path(stem + ext) for ext in
-                             (".safetensors", ".json", ".state.safetensors", ".state.json")))
 
 
 def checkpoint_exists(path_stem: str | os.PathLike[str]) -> bool:
@@ -284,34 +266,6 @@ def _first_error(err: ValidationError) -> str:
 
 
 # -- loading ----------------------------------------------------------------------------------
-def _read_json(path: Path, what: str) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path} is not valid JSON ({err}); the {what} is corrupt") from None
-
-
-def load_checkpoint_meta(path_stem: str | os.PathLike[str]) -> dict[str, Any]:
-    """The checkpoint's JSON, after checking it is a complete hwnas supernet checkpoint."""
-    paths = checkpoint_paths(path_stem)
-    if not paths.meta.is_file():
-        if paths.weights.is_file():
-            raise CheckpointError(f"checkpoint {paths.meta.with_suffix('')} is incomplete: "
-                                  f"{paths.weights.name} exists but {paths.meta.name} does not "
-                                  "(interrupted save?); save it again or use an earlier one")
-        raise CheckpointError(f"checkpoint {paths.meta} does not exist; pass the path without "
-                              "extension, e.g. runs/NAME/supernet")
-    doc = _read_json(paths.meta, "checkpoint")
-    fmt = doc.get("format") if isinstance(doc, dict) else None
-    if fmt != FORMAT:
-        raise CheckpointError(f"{paths.meta} is not an hwnas supernet checkpoint (format {fmt!r}, "
-                              f"expected {FORMAT!r})")
-    if doc.get("version") != VERSION:
-        raise CheckpointError(f"{paths.meta} has checkpoint version {doc.get('version')!r}; this "
-                              f"hwnas reads version {VERSION} (use the hwnas that wrote it)")
-    return doc
-
-
 def _read_tensors(path: Path, record: Mapping[str, Any], owner: Path) -> dict[str, torch.Tensor]:
     """Load a safetensors file named by `owner`'s JSON, checking it parses and matches its hash."""
     if not path.is_file():
@@ -353,7 +307,7 @@ def _load_state(paths: CheckpointPaths, doc: Mapping[str, Any], wanted: list[str
     if not paths.state_meta.is_file():
         raise CheckpointError(f"{paths.state_meta} is missing; {paths.meta.name} refers to it "
                               "(copy the whole checkpoint)")
-    state_doc = _read_json(paths.state_meta, "training state")
+    state_doc = read_json(paths.state_meta, "training state")
     if not isinstance(state_doc, dict) or state_doc.get("format") != STATE_FORMAT:
         raise CheckpointError(f"{paths.state_meta} is not an hwnas training-state file")
     tensors = _read_tensors(paths.state_weights, record, paths.meta)

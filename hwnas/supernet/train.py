@@ -76,7 +76,7 @@ class TrainConfig(BaseModel):
     distill: Literal["teacher", "inplace"] = "teacher"
     sandwich: bool = True
     subnets_per_step: int = Field(default=2, ge=1)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, lt=2**32)  # numpy's seed range
     threads: int | None = None
     checkpoint_every: int = Field(default=50, ge=1)
     eval_batches: int | None = 20
@@ -121,18 +121,18 @@ def load_train_config(path: str | Path | None, overrides: list[str] = (),
                       base: dict[str, Any] | None = None, keep: tuple[str, ...] = ()) -> TrainConfig:
     """Read YAML over `base` (default: hwnas's defaults) and apply `key.sub=value` overrides (values
     parsed as YAML); the `keep` keys of `base` win over the YAML's."""
-    import yaml
     from pydantic import ValidationError
+
+    from hwnas.fileio import parse_yaml
 
     raw: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
+            text = path.read_text()
         except FileNotFoundError:
             raise ConfigError(f"training config {path} does not exist") from None
-        except yaml.YAMLError as err:
-            raise ConfigError(f"training config {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+        raw = parse_yaml(text, f"training config {path}") or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"training config {path} must be a mapping of settings")
     base = TrainConfig().model_dump(mode="json") if base is None else base
@@ -148,7 +148,8 @@ def load_train_config(path: str | Path | None, overrides: list[str] = (),
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r}: {p} is not a section")
         # "32:64:4" is a range, not YAML 1.1's base-60 integer
-        node[leaf] = value if re.fullmatch(r"\s*\d+:\d+(:\d+)?\s*", value) else yaml.safe_load(value)
+        node[leaf] = (value if re.fullmatch(r"\s*\d+:\d+(:\d+)?\s*", value)
+                      else parse_yaml(value, f"override {item!r}"))
     try:
         return TrainConfig.model_validate(raw)
     except ValidationError as err:
