@@ -7,23 +7,15 @@ so search and export work right after install with nothing to download.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Any, get_args
 
 from hwnas.errors import CheckpointError
 from hwnas.supernet.checkpoint import load_checkpoint, load_checkpoint_meta, save_checkpoint
+from hwnas.supernet.checkpoint_meta import SHIPPED_NAME, shipped_checkpoint
 from hwnas.supernet.data import DataConfig, DatasetName
 
 __all__ = ["SHIPPED_NAME", "shipped_checkpoint", "load_supernet", "data_config_of", "ship_checkpoint"]
-
-SHIPPED_NAME = "supernet_mnist"
-
-
-def shipped_checkpoint() -> Path:
-    """Path stem of the supernet that ships inside the package."""
-    return Path(str(resources.files("hwnas") / "assets" / SHIPPED_NAME))
-
 
 def load_supernet(stem: str | Path | None = None) -> tuple[Any, dict[str, Any]]:
     """Build the network a checkpoint describes (its family's supernet) and load its weights;
