@@ -9,17 +9,18 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
 from hwnas import __version__
 from hwnas.errors import HwnasError, InputError
+from hwnas.progress import OutputConsole
 
 
 class _Interrupted(BaseException):
@@ -28,7 +29,7 @@ class _Interrupted(BaseException):
 
 
 class _Commands(TyperGroup):
-    """The root command group: every command runs inside its `invoke`."""
+    """Every command group (every command runs inside the root's `invoke`)."""
 
     def invoke(self, ctx):
         try:
@@ -36,37 +37,58 @@ class _Commands(TyperGroup):
         except KeyboardInterrupt as err:
             raise _Interrupted from err
 
+    def format_commands(self, ctx, formatter) -> None:
+        """Plain help (into a pipe): each command's first paragraph whole, wrapped, where click
+        would cut it to the width with '...'."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, " ".join((cmd.help or "").split("\n\n")[0].split())))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+# Help is drawn in rich panels on a terminal; into a pipe or a file it is click's plain text, which
+# wraps instead of cutting option names and help to a width ("--accuracy-sampl…").
+HELP_MARKUP = "rich" if sys.stdout.isatty() else None
 
 app = typer.Typer(
     cls=_Commands,
+    rich_markup_mode=HELP_MARKUP,
     name="hwnas",
     help="Hardware-aware NAS: one once-for-all supernet, profiled and searched for every device.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-space_app = typer.Typer(help="Inspect and sample the OFA-MobileNetV3 search space.", no_args_is_help=True)
-app.add_typer(space_app, name="space")
-supernet_app = typer.Typer(help="Once-for-all supernet: statistics, subnets.", no_args_is_help=True)
-app.add_typer(supernet_app, name="supernet")
-devices_app = typer.Typer(help="Target devices: built-in and from a devices YAML.", no_args_is_help=True)
-app.add_typer(devices_app, name="devices")
 
-latency_app = typer.Typer(help="Latency predictors: fit from measurements, predict, evaluate.",
-                          no_args_is_help=True)
+
+def _group(help: str) -> typer.Typer:
+    return typer.Typer(help=help, no_args_is_help=True, rich_markup_mode=HELP_MARKUP, cls=_Commands)
+
+
+space_app = _group("Inspect and sample a family's search space (OFA-MobileNetV3, ProxylessNAS, ResNet50: "
+                   "--family).")
+app.add_typer(space_app, name="space")
+supernet_app = _group("Once-for-all supernet: statistics, subnets.")
+app.add_typer(supernet_app, name="supernet")
+devices_app = _group("Target devices: built-in and from a devices YAML.")
+app.add_typer(devices_app, name="devices")
+latency_app = _group("Latency predictors: fit from measurements, predict, evaluate.")
 app.add_typer(latency_app, name="latency")
-accuracy_app = typer.Typer(help="Accuracy of subnets: the measured table, the predictor, its honesty.",
-                            no_args_is_help=True)
+accuracy_app = _group("Accuracy of subnets: the measured table, the predictor, its honesty.")
 app.add_typer(accuracy_app, name="accuracy")
-agent_app = typer.Typer(help="Remote device agents: run one on the target, profile it from here.",
-                        no_args_is_help=True)
+agent_app = _group("Remote device agents: run one on the target, profile it from here.")
 app.add_typer(agent_app, name="agent")
 
 DevicesOpt = typer.Option(None, "--devices", help="YAML file of user devices "
                           "(see experiments/devices.example.yaml).")
 
-console = Console()
-err_console = Console(stderr=True)
+# into a pipe or a file these print every line whole (no width to cut to); on a terminal, they fit it
+console = OutputConsole()
+err_console = OutputConsole(stderr=True)
 _state = {"debug": False}
 
 
@@ -90,8 +112,15 @@ SpaceOpt = typer.Option(None, "--space", help="YAML file with ks/e/d/r choices a
                         "(r may be a range like '32:64:4'). Default: Once-for-All's space.")
 
 
-FamilyOpt = typer.Option("ofa-mbv3", "--family", help="Search-space family: ofa-mbv3, "
-                         "ofa-proxyless or ofa-resnet50.")
+FAMILY_HELP = "Search-space family: ofa-mbv3 (the default), ofa-proxyless or ofa-resnet50."
+
+
+def family_option(help: str = FAMILY_HELP):
+    """--family everywhere: None means ofa-mbv3 unless a run or a config names its own."""
+    return typer.Option(None, "--family", help=help)
+
+
+FamilyOpt = family_option()
 DataOpt = typer.Option(None, "--data", help="Dataset to evaluate subnets on: imagefolder:PATH "
                        "(train/ and val/ class folders, e.g. ImageNet), fashion-mnist (embedded) or "
                        "fashion-mnist:PATH (the original idx files), cifar10:PATH, cifar100:PATH or "
@@ -140,26 +169,83 @@ def _write_or_print(text: str, out: Optional[Path]) -> None:
     err_console.print(f"wrote {out}")
 
 
+def _renamed(new: str, value: Any, old: str, old_value: Any, default: Any = None) -> Any:
+    """An option renamed for one name per concept across commands: its old name stays as a
+    hidden alias that still works (both at once is refused)."""
+    if old_value is None:
+        return default if value is None else value
+    if value is not None:
+        raise InputError(f"{old} is the old name of {new}; give only {new}")
+    return old_value
+
+
+def old_name(new: str, *names: str):
+    """The hidden alias option of a renamed option `new`."""
+    return typer.Option(None, *names, hidden=True, help=f"Old name of {new} (still accepted).")
+
+
+def _table(*headers: str, **kw: Any) -> Table:
+    """A rich table whose cells fold instead of being cut with '…' (a name cut short is one a
+    script cannot find) and whose first column (names, ids) never wraps."""
+    table = Table(**kw)
+    for i, header in enumerate(headers):
+        table.add_column(header, overflow="fold", no_wrap=i == 0)
+    return table
+
+
+class ListFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+def format_option(formats: str = "table (the default), json or csv"):
+    return typer.Option(None, "--format", help=f"Output format: {formats}.")
+
+
+def _print_rows(rows: list[dict[str, Any]], fmt: ListFormat, table: Table) -> None:
+    """A list command's rows: `table` as drawn, or every field as JSON or CSV (for scripts)."""
+    if fmt is ListFormat.json:
+        typer.echo(json.dumps(rows, indent=2))
+    elif fmt is ListFormat.csv:
+        import csv
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else [], lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        console.print(table)
+
+
 # -- space -----------------------------------------------------------------------------------
+class InfoFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
 @space_app.command("info")
 def space_info(space_file: Optional[Path] = SpaceOpt,
-               as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-               family: str = FamilyOpt,
+               fmt: Optional[InfoFormat] = format_option("table (the default) or json"),
+               as_json: bool = typer.Option(False, "--json", hidden=True, help="Old name of --format json."),
+               family: Optional[str] = FamilyOpt,
                ) -> None:
     """Print the space's choices and its exact size."""
     from hwnas.families import DEFAULT_FAMILY, get_family
     from hwnas.families.space import space_info as describe
 
+    fmt = _renamed("--format", fmt, "--json", InfoFormat.json if as_json else None, InfoFormat.table)
+    family = family or DEFAULT_FAMILY
     fam = get_family(family)
     if family != DEFAULT_FAMILY and space_file is not None:
         raise InputError(f"--space files describe ofa-mbv3 spaces; leave it out with --family {family}")
     info = describe(_load_space(space_file) if family == DEFAULT_FAMILY else fam.default_space())
-    if as_json:  # sizes exceed JSON's safe integer range
+    if fmt is InfoFormat.json:  # sizes exceed JSON's safe integer range
         for key in ("size", "size_per_resolution", "networks_per_resolution"):
             info[key] = None if info[key] is None else str(info[key])
         typer.echo(json.dumps(info, indent=2))
         return
-    table = Table(title=f"{info['title']} search space ({info['once_for_all_class']})", show_header=False)
+    table = _table("", "", title=f"{info['title']} search space ({info['once_for_all_class']})",
+                   show_header=False)
     for name, gene in info["genes"].items():
         table.add_row(f"{name} ({gene['count']} genes)", str(gene["choices"]))
     r = info["resolutions"]
@@ -184,19 +270,22 @@ class SampleFormat(str, Enum):
 
 @space_app.command("sample")
 def space_sample(
-    n: int = typer.Option(10, "-n", "--num", help="How many subnets to sample."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="How many subnets to sample (default 10)."),
+    num: Optional[int] = old_name("--samples", "-n", "--num"),
     fmt: SampleFormat = typer.Option(SampleFormat.json, "--format", help="json (OFA dicts) or csv (flat rows)."),
     seed: Optional[int] = seed_option(None, "Random seed (default: fresh entropy)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write to this file instead of stdout."),
     space_file: Optional[Path] = SpaceOpt,
-    family: str = FamilyOpt,
+    family: Optional[str] = FamilyOpt,
 ) -> None:
     """Sample subnets (OFA-MobileNetV3: uniformly over distinct networks)."""
     from hwnas.families import DEFAULT_FAMILY, get_family
     from hwnas.families.tables import archs_frame
 
+    n = _renamed("--samples", samples, "-n/--num", num, 10)
     if n < 1:
-        raise InputError(f"-n must be at least 1, got {n}")
+        raise InputError(f"--samples must be at least 1, got {n}")
+    family = family or DEFAULT_FAMILY
     fam = get_family(family)
     if family != DEFAULT_FAMILY and space_file is not None:
         raise InputError(f"--space files describe ofa-mbv3 spaces; leave it out with --family {family}")
@@ -212,21 +301,22 @@ def space_sample(
 # -- devices --------------------------------------------------------------------------------
 @devices_app.command("list")
 def devices_list(devices_file: Optional[Path] = DevicesOpt,
-                 as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
-    """Every device, its backend and options, and whether it can run here (and why not)."""
+                 fmt: Optional[ListFormat] = format_option(),
+                 as_json: bool = typer.Option(False, "--json", hidden=True, help="Old name of --format json.")
+                 ) -> None:
+    """Every device, its backend and options, and whether it can run here (and why not).
+    json and csv give every field (`available`: empty when the device runs here, else why not)."""
     from rich.markup import escape
 
     from hwnas.devices import list_devices
 
+    fmt = _renamed("--format", fmt, "--json", ListFormat.json if as_json else None, ListFormat.table)
     rows = list_devices(devices_file)
-    if as_json:
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    table = Table("device", "backend", "options", "status", "source")
+    table = _table("device", "backend", "options", "status", "source")
     for r in rows:
         status = "[green]ok[/]" if r["available"] is None else f"[yellow]unavailable:[/] {escape(r['available'])}"
-        table.add_row(r["name"], r["backend"], str(r["options"]), status, r["source"])
-    console.print(table)
+        table.add_row(escape(r["name"]), r["backend"], escape(str(r["options"])), status, r["source"])
+    _print_rows(rows, fmt, table)
 
 
 @devices_app.command("show")
@@ -279,9 +369,8 @@ def latency_fit(
     kind: list[str] = typer.Option([], "--kind", help="Restrict to these predictor kinds (repeatable)."),
     entries: Optional[Path] = typer.Option(None, "--entries", help="Per-block entries CSV for a lookup table."),
     seed: int = seed_option(),
-    family: Optional[str] = typer.Option(None, "--family", help="With --table: the rows' search-space family "
-                                         "(ofa-mbv3, ofa-proxyless, ofa-resnet50; default ofa-mbv3). "
-                                         "A run's is its own."),
+    family: Optional[str] = family_option("With --table: the rows' search-space family: ofa-mbv3 (the "
+                                          "default), ofa-proxyless or ofa-resnet50. A run's is its own."),
 ) -> None:
     """Fit a device's latency predictor, choosing the best kind by cross-validation."""
     from hwnas.latency.api import fit_from_run, fit_from_table
@@ -327,7 +416,7 @@ def latency_predict(
     table: Path = typer.Option(..., "--table", help="CSV of flat rows r,ks_0..ks_19,e_0..e_19,d_0..d_4 "
                                "(the predictor's family's columns)."),
     out: Path = typer.Option(..., "--out", help="Where to write the rows with a predicted_ms column."),
-    column: str = typer.Option("predicted_ms", "--column"),
+    column: str = typer.Option("predicted_ms", "--column", help="Name of the added column."),
 ) -> None:
     """Predict the latency of every row of a table."""
     from hwnas.latency.api import predict_table
@@ -342,22 +431,24 @@ def latency_eval(
     table: Optional[Path] = typer.Option(None, "--table", help="Measured table (flat rows + latency column)."),
     target: Optional[str] = typer.Option(None, "--target", help="Latency column in ms."),
     run: Optional[Path] = typer.Option(None, "--run", help="Or: a run's measurements (with --device)."),
-    device: Optional[str] = typer.Option(None, "--device"),
+    device: Optional[str] = typer.Option(None, "--device", help="With --run: the device whose measurements "
+                                         "to evaluate on."),
     predictor: Optional[Path] = typer.Option(None, "--predictor", help="Also score this predictor on every row."),
     kind: Optional[str] = typer.Option(None, "--kind", help="Learning curve of one kind (default: CV choice)."),
     sizes: str = typer.Option("10,20,50,100,200,500", "--sizes", help="Training rows of the learning curve."),
-    test_fraction: float = typer.Option(0.25, "--test-fraction"),
+    test_fraction: float = typer.Option(0.25, "--test-fraction", help="Share of the rows held out to "
+                                        "score the learning curve on."),
     repeats: int = typer.Option(1, "--repeats", help="Average the curve over reshuffles."),
     repeat_column: Optional[str] = typer.Option(None, "--repeat-column", help="A second measurement of the "
                                                 "same rows: the repeatability to compare with."),
     base: Optional[Path] = typer.Option(None, "--base", help="Few-shot transfer from this predictor."),
     width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Default: the run's, else "
                                                "the family's (ofa-mbv3: 1.0)."),
-    classes: int = typer.Option(1000, "--classes"),
+    classes: int = typer.Option(1000, "--classes", help="With --table: classes of the rows' network."),
     seed: int = seed_option(),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the full report as JSON."),
-    family: Optional[str] = typer.Option(None, "--family", help="With --table: the rows' search-space family "
-                                         "(default ofa-mbv3). A run's is its own."),
+    family: Optional[str] = family_option("With --table: the rows' search-space family: ofa-mbv3 (the "
+                                          "default), ofa-proxyless or ofa-resnet50. A run's is its own."),
 ) -> None:
     """Held-out accuracy of latency prediction: within ±5/10%, RMSE, MAPE, Kendall, Spearman, learning curve."""
     from hwnas.families import DEFAULT_FAMILY, get_family
@@ -390,9 +481,9 @@ def latency_eval(
         r = report["repeatability"]
         console.print(f"repeatability ({r['column']}): {100 * r['within_5']:.1f}% within ±5%, "
                       f"{100 * r['within_10']:.1f}% within ±10%", highlight=False)
-    curve = Table("train rows", "within ±5%", "within ±10%", "RMSE ms", "MAPE %", "Kendall", "Spearman",
-                  "FLOPs-only ±10%", "FLOPs-only Kendall", title="learning curve" + (f" ({report['learning_curve'][0]['n_test']} held out)"
-                                            if report["learning_curve"] else ""))
+    held_out = f" ({report['learning_curve'][0]['n_test']} held out)" if report["learning_curve"] else ""
+    curve = _table("train rows", "within ±5%", "within ±10%", "RMSE ms", "MAPE %", "Kendall", "Spearman",
+                   "FLOPs-only ±10%", "FLOPs-only Kendall", title="learning curve" + held_out)
     for row in report["learning_curve"]:
         f = row["flops_baseline"]
         curve.add_row(str(row["n_train"]), f"{100 * row['within_5']:.1f}", f"{100 * row['within_10']:.1f}",
@@ -502,7 +593,7 @@ def profile_cmd(
 
         results = profile(cfg, device, samples, devices_file=devices_file, references=reference,
                           protocol=protocol, progress=update, blocks=blocks, recalibrate=recalibrate)
-    table = Table("device", "measured now", "already there")
+    table = _table("device", "measured now", "already there")
     for r in results:
         table.add_row(r["device"], str(r["measured"]), str(r["skipped"]))
     console.print(table)
@@ -516,18 +607,18 @@ def supernet_stats(
                                "(ofa-mbv3: ks_0..ks_19, e_0..e_19, d_0..d_4; see `hwnas space info "
                                "--family F`)."),
     out: Path = typer.Option(..., "--out", help="Where to write the rows with params and macs columns."),
-    family: str = FamilyOpt,
+    family: Optional[str] = FamilyOpt,
     width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Supernet width multiplier "
                                                "(ofa-mbv3: 1.0 or 1.2; default: the family's)."),
     classes: int = typer.Option(1000, "--classes", help="Number of classes of the classifier."),
 ) -> None:
     """Exact parameter count and MACs of each subnet in a table (no network is built)."""
-    from hwnas.families import get_family
+    from hwnas.families import DEFAULT_FAMILY, get_family
     from hwnas.families.tables import stats_frame
     from hwnas.fileio import atomic_path
     from hwnas.space import read_table_frame
 
-    fam = get_family(family)
+    fam = get_family(family or DEFAULT_FAMILY)
     if classes < 1:
         raise InputError(f"--classes must be at least 1, got {classes}")
     fam.check_width(width_mult)
@@ -543,8 +634,9 @@ def supernet_eval(
     table: Optional[Path] = typer.Option(None, "--table", help="CSV of flat rows to evaluate."),
     arch: Optional[str] = typer.Option(None, "--arch", help="One arch as OFA JSON: the family's arch "
                                        "dict plus r, e.g. {ks,e,d,r}."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Supernet checkpoint stem "
-                                              "(e.g. runs/x/supernet). Default: the shipped supernet."),
+    supernet: Optional[Path] = typer.Option(None, "--supernet", help="Supernet checkpoint stem "
+                                            "(e.g. runs/x/supernet). Default: the shipped supernet."),
+    checkpoint: Optional[Path] = old_name("--supernet", "--checkpoint"),
     split: str = typer.Option("val", "--split", help="val or test."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write rows with top1/loss columns here."),
     data: Optional[str] = DataOpt,
@@ -556,12 +648,13 @@ def supernet_eval(
     from hwnas.supernet.evaluation import evaluate_subnets, subnets_of_checkpoint
 
     _check_out_file(out)
-    model, archs, loaders = subnets_of_checkpoint(checkpoint, table=table, arch_json=arch, data=_data_config(data))
+    supernet = _renamed("--supernet", supernet, "--checkpoint", checkpoint)
+    model, archs, loaders = subnets_of_checkpoint(supernet, table=table, arch_json=arch, data=_data_config(data))
     with make_progress(err_console) as bar:
         task = bar.add_task("evaluate", total=len(archs), info="")
         rows = evaluate_subnets(model, archs, loaders, split=split,
                                 progress=lambda done, total: bar.update(task, completed=done))
-    result = Table("id", "arch", f"{split} top-1 %", "loss")
+    result = _table("id", "arch", f"{split} top-1 %", "loss")
     for a, r in zip(archs, rows):
         result.add_row(a.id, a.describe(), f"{r['top1']:.2f}", f"{r['loss']:.4f}")
     console.print(result)
@@ -576,7 +669,7 @@ def supernet_import(
     from_ofa: Path = typer.Option(..., "--from-ofa", help="Once-for-All checkpoint file (what "
                                   "ofa_net('ofa_mbv3_d234_e346_k357_w1.0', pretrained=True) loads), "
                                   "downloaded yourself."),
-    family: str = FamilyOpt,
+    family: Optional[str] = FamilyOpt,
     width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Its width multiplier "
                                                "(ofa-mbv3: 1.0 or 1.2; ofa-proxyless: 1.3; "
                                                "ofa-resnet50: 1.0). Default: the family's first."),
@@ -585,9 +678,10 @@ def supernet_import(
 ) -> None:
     """Import Once-for-All's published supernet weights (read with weights_only=True, every tensor
     checked) as an hwnas checkpoint: ImageNet's 1000 classes, OFA's space, r 128..224."""
-    from hwnas.families import get_family
+    from hwnas.families import DEFAULT_FAMILY, get_family
     from hwnas.supernet.ofa_import import import_ofa_checkpoint
 
+    family = family or DEFAULT_FAMILY
     fam = get_family(family)
     width_mult = fam.default_width if width_mult is None else width_mult
     path = import_ofa_checkpoint(from_ofa, out, width_mult=width_mult, family=family, overwrite=overwrite)
@@ -600,8 +694,8 @@ def train(
     config: Optional[Path] = typer.Option(None, "--config", help="Training YAML (see experiments/)."),
     out: Path = typer.Option(Path("runs/supernet"), "--out", help="Run folder: checkpoints, log."),
     overrides: list[str] = typer.Option([], "--set", help="Override a config key: --set phases.full.epochs=2"),
-    family: Optional[str] = typer.Option(None, "--family", help="Search-space family (ofa-mbv3, "
-                                         "ofa-proxyless, ofa-resnet50); default: the config's, else ofa-mbv3."),
+    family: Optional[str] = family_option("Search-space family: ofa-mbv3, ofa-proxyless or ofa-resnet50 "
+                                          "(default: the config's, else ofa-mbv3)."),
     init_from: Optional[str] = typer.Option(None, "--init-from", help="Transfer: start from this "
                                             "checkpoint stem (or 'shipped') and carry it to --data; "
                                             "without --config the short transfer recipe runs."),
@@ -663,14 +757,20 @@ def search_cmd(
     seed: int = seed_option(),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Measure the winners on the device."),
     devices_file: Optional[Path] = DevicesOpt,
-    generations: Optional[int] = typer.Option(None, "--generations"),
-    population: Optional[int] = typer.Option(None, "--population"),
+    generations: Optional[int] = typer.Option(None, "--generations", help="evolution/nsga2: generations "
+                                              "(default 500; optuna-*: sets --trials with --population)."),
+    population: Optional[int] = typer.Option(None, "--population", help="evolution/nsga2/optuna-nsga2: "
+                                             "subnets per generation (default 100)."),
     trials: Optional[int] = typer.Option(None, "--trials", help="optuna-*/random: predictor calls."),
     objective: list[str] = typer.Option([], "--objective", help="Extra objectives: ms:<device>, macs, params."),
-    max_macs: Optional[float] = typer.Option(None, "--max-macs"),
-    max_params: Optional[float] = typer.Option(None, "--max-params"),
-    accuracy_samples: int = typer.Option(1000, "--accuracy-samples", help="Subnets evaluated when the "
-                                         "accuracy table is missing."),
+    max_macs: Optional[float] = typer.Option(None, "--max-macs", help="Accept only subnets with at most "
+                                             "this many multiply-accumulates (e.g. 3e8)."),
+    max_params: Optional[float] = typer.Option(None, "--max-params", help="Accept only subnets with at most "
+                                               "this many parameters (e.g. 5e6)."),
+    accuracy_samples: Optional[int] = typer.Option(None, "--accuracy-samples", help="Grow the run's accuracy "
+                                                   "table to this many subnets first (each one evaluated on "
+                                                   "the validation split: seconds to minutes apiece). Default: "
+                                                   "search with the table as it is."),
     accuracy_checks: Optional[int] = typer.Option(None, "--accuracy-checks", help="Candidates whose top-1 is "
                                                   "evaluated on the test split (default: 3 x --top-k)."),
     latency_margin: float = typer.Option(0.02, "--latency-margin", help="Accept a subnet only if measured ms x "
@@ -683,10 +783,17 @@ def search_cmd(
                                   "point uses)."),
     int8_samples: int = typer.Option(8, "--int8-samples", help="Subnets in the INT8 accuracy table (measured "
                                      "when it has fewer): the drop model of int8/auto."),
+    finetune_epochs: int = typer.Option(0, "--finetune-epochs", help="Then fine-tune each returned subnet "
+                                        "for this many epochs (as `hwnas finetune`; `hwnas export` ships the "
+                                        "weights) and report top-1 before and after. 0: no fine-tuning."),
 ) -> None:
     """Search the accuracy/latency Pareto front under a latency budget, then verify on the device:
-    top-1 on the test split and latency with margin for measurement noise."""
+    top-1 on the test split and latency with margin for measurement noise. The accuracy predictor
+    is fitted on the run's accuracy table as it is (`hwnas accuracy build` grows it, or
+    --accuracy-samples)."""
+    from hwnas.accuracy.api import check_accuracy_table
     from hwnas.progress import EventProgress
+    from hwnas.run import open_run
     from hwnas.search import run_search
     from hwnas.search.api import PRECISIONS
 
@@ -698,8 +805,7 @@ def search_cmd(
     if any(not ms > 0 or ms == float("inf") for ms in latency_ms):
         raise InputError(f"--latency-ms must be a positive number of ms, got {latency_ms}")
     for flag, value in (("--population", population), ("--generations", generations),
-                        ("--trials", trials), ("--top-k", top_k),
-                        ("--accuracy-samples", accuracy_samples), ("--accuracy-checks", accuracy_checks),
+                        ("--trials", trials), ("--top-k", top_k), ("--accuracy-checks", accuracy_checks),
                         ("--int8-samples", int8_samples)):
         if value is not None and value < 1:
             raise InputError(f"{flag} must be at least 1, got {value}; leave it out for the default")
@@ -707,6 +813,10 @@ def search_cmd(
         if value is not None and not (0 < value < float("inf")):
             raise InputError(f"{flag} must be a positive count (e.g. 3e8), got {value:g}; leave "
                              "it out for no limit")
+    finetune = _finetune_settings(finetune_epochs, seed)
+    # before any other work: a run without a usable accuracy table is one line, not a long build
+    cfg = open_run(run, create=False)
+    check_accuracy_table(cfg, accuracy_samples)
     objectives = ["top1", *[f"ms:{d}" for d in device], *objective] if objective else None
     with EventProgress(err_console) as bar:
         res = run_search(run, device if len(device) > 1 else device[0],
@@ -718,8 +828,57 @@ def search_cmd(
                          latency_margin=latency_margin, accuracy_risk=accuracy_risk, plot=plot,
                          precision=precision, int8_samples=int8_samples)
     _print_best(res)
+    if finetune is not None and res.best:
+        _finetune_best(cfg, res, finetune)
     if not res.ok:
         raise typer.Exit(1)
+
+
+def _finetune_settings(epochs: int, seed: int):
+    """--finetune-epochs checked before the search runs (None: no fine-tuning)."""
+    if epochs < 0:
+        raise InputError(f"--finetune-epochs must be 0 (no fine-tuning) or more, got {epochs}")
+    if epochs == 0:
+        return None
+    from hwnas.supernet.finetune import FinetuneSettings
+
+    return FinetuneSettings(epochs=epochs, seed=seed)
+
+
+def _finetune(cfg, arch, settings, data_cfg=None) -> dict:
+    """Fine-tune one subnet with a progress bar; its record (top-1 before and after, seconds)."""
+    from hwnas.progress import make_progress
+    from hwnas.supernet.finetune import finetune_subnet
+
+    with make_progress(err_console) as bar:
+        task = bar.add_task(f"finetune {arch.id}", total=None, info="")
+        return finetune_subnet(cfg, arch, settings, data=data_cfg,
+                               progress=lambda done, total, msg: bar.update(task, completed=done,
+                                                                             total=total, info=msg))
+
+
+def _finetune_best(cfg, res, settings) -> None:
+    """search --finetune-epochs: fine-tune the search's returned subnets one after the other."""
+    from hwnas.export.resolve import resolve_subnet
+
+    ids = list(dict.fromkeys(b["id"] for b in res.best))  # --precision auto may return an id twice
+    err_console.print(f"fine-tuning {len(ids)} subnet(s) for {settings.epochs} epoch(s) each: every epoch is a "
+                      "pass over the training split, distilled from the largest subnet; this takes a while "
+                      "(the first subnet's time is the estimate for the others)", highlight=False)
+    table = _table("id", "val top-1 before → after %", "test top-1 before → after %", "seconds",
+                   title=f"fine-tuned ({settings.epochs} epoch(s) each)")
+    for i, sid in enumerate(ids):
+        started = time.monotonic()
+        record = _finetune(cfg, resolve_subnet(cfg, sid).arch, settings)
+        seconds = time.monotonic() - started  # with loading and evaluation: what the next one costs
+        if i == 0 and len(ids) > 1:
+            err_console.print(f"{sid} took {seconds:.0f} s; the other {len(ids) - 1}: about "
+                              f"{seconds * (len(ids) - 1) / 60:.1f} minutes", highlight=False)
+        before, after = record["top1_before"], record["top1_after"]
+        table.add_row(sid, *(f"{before[s]:.2f} → {after[s]:.2f}" for s in ("val", "test")), f"{seconds:.0f}")
+    console.print(table)
+    err_console.print(f"weights in {cfg.files.finetuned('<id>')}; `hwnas export --run {cfg.run_dir} --subnet ID "
+                      "--device D` ships them", highlight=False, soft_wrap=True)
 
 
 def _top1_text(best: dict) -> str:
@@ -729,8 +888,8 @@ def _top1_text(best: dict) -> str:
 
 def _print_best(res) -> None:
     mixed = getattr(res, "precision", "fp32") != "fp32"
-    table = Table("id", *(["precision"] if mixed else []), "arch", "top-1 % pred / measured",
-                  *[f"{d} ms pred / measured" for d in res.devices], "MMACs", title=f"best subnets ({res.algo})")
+    table = _table("id", *(["precision"] if mixed else []), "arch", "top-1 % pred / measured",
+                   *[f"{d} ms pred / measured" for d in res.devices], "MMACs", title=f"best subnets ({res.algo})")
     for b in res.best:
         lat = []
         for d in res.devices:
@@ -781,15 +940,15 @@ def accuracy_build(
 def _accuracy_report_table(report: dict) -> None:
     from rich.markup import escape  # names like ridge[compact] are not markup
 
-    cands = Table("predictor", "MAE (pts)", "RMSE", "bias", "Kendall tau", "fit s",
-                  title=f"out-of-fold ({report['folds']}-fold) on {report['table_rows']} subnets")
+    cands = _table("predictor", "MAE (pts)", "RMSE", "bias", "Kendall tau", "fit s",
+                   title=f"out-of-fold ({report['folds']}-fold) on {report['table_rows']} subnets")
     for c in report["candidates"]:
         name = c["kind"] + (f"[{c['settings']['features']}]" if c["settings"].get("features") else "")
         mark = " *" if c["kind"] == report["chosen"]["kind"] and c["settings"] == report["chosen"]["settings"] else ""
         cands.add_row(escape(name + mark), f"{c['mae']:.3f}", f"{c['rmse']:.3f}", f"{c['bias']:+.3f}",
                       f"{c['kendall_tau']:.3f}", f"{c['seconds']:.1f}")
     console.print(cands)
-    curve = Table("rows", "MAE", "Kendall tau", title=escape(f"learning curve of {report['chosen']['name']}"))
+    curve = _table("rows", "MAE", "Kendall tau", title=escape(f"learning curve of {report['chosen']['name']}"))
     for row in report["learning_curve"]:
         curve.add_row(str(row["rows"]), f"{row['mae']:.3f}", f"{row['kendall_tau']:.3f}")
     console.print(curve)
@@ -840,11 +999,15 @@ def quickstart_cmd(
     top_k: int = typer.Option(3, "--top-k", help="Candidates measured on the device."),
 ) -> None:
     """The whole pipeline on the shipped supernet: profile, fit, search, verify, export."""
+    from hwnas.accuracy.api import MIN_ROWS
     from hwnas.progress import EventProgress
     from hwnas.quickstart import QuickstartSettings, quickstart
 
     if latency_ms is not None and latency_ms <= 0:
         raise InputError(f"--latency-ms must be positive, got {latency_ms}")
+    if accuracy_samples < MIN_ROWS:  # refused before profiling, not at the accuracy stage
+        raise InputError(f"--accuracy-samples must be at least {MIN_ROWS} (the fewest subnets an accuracy "
+                         f"predictor is fitted on), got {accuracy_samples}")
     settings = QuickstartSettings(run_dir=run, device=device, samples=samples,
                                   accuracy_samples=accuracy_samples, budget_ms=latency_ms, top_k=top_k)
     with EventProgress(err_console) as bar:
@@ -859,7 +1022,7 @@ def _print_quickstart(res) -> None:
 
     s = res.settings
     rep = res.latency_report.get("chosen_metrics", {})
-    summary = Table(title="hwnas quickstart", show_header=False)
+    summary = _table("", "", title="hwnas quickstart", show_header=False)
     summary.add_row("device", s.device)
     summary.add_row("latency predictor", f"{res.latency_report.get('chosen', 'reused')}"
                     + (f" (CV: {100 * rep['within_10']:.0f}% within ±10%, Kendall tau {rep['kendall_tau']:.2f})"
@@ -899,21 +1062,16 @@ def finetune_cmd(
     """Fine-tune one subnet alone (distilling from the supernet's largest subnet); `hwnas export`
     then ships its weights. Reports top-1 before and after on the test split."""
     from hwnas.export.resolve import resolve_subnet
-    from hwnas.progress import make_progress
     from hwnas.run import open_run
-    from hwnas.supernet.finetune import FinetuneSettings, finetune_subnet
+    from hwnas.supernet.finetune import FinetuneSettings
 
     settings = FinetuneSettings(epochs=epochs, lr=lr, seed=seed)
     data_cfg = _data_config(data)
     cfg = open_run(run, create=False)
     arch = resolve_subnet(cfg, subnet).arch
     err_console.print(f"fine-tuning {arch.id} for {epochs} epoch(s) on the run's training split")
-    with make_progress(err_console) as bar:
-        task = bar.add_task("finetune", total=None, info="")
-        record = finetune_subnet(cfg, arch, settings, data=data_cfg,
-                                 progress=lambda done, total, msg: bar.update(task, completed=done,
-                                                                               total=total, info=msg))
-    table = Table("split", "top-1 before %", "top-1 after %", "images")
+    record = _finetune(cfg, arch, settings, data_cfg)
+    table = _table("split", "top-1 before %", "top-1 after %", "images")
     for split in ("val", "test"):
         table.add_row(split, f"{record['top1_before'][split]:.2f}", f"{record['top1_after'][split]:.2f}",
                       str(record["n"][split]))
@@ -960,7 +1118,7 @@ def export_cmd(
 
         paths = (export_pareto(run, device, out, progress=update, **kw) if pareto
                  else [export_subnet(run, subnet, device, out, progress=update, **kw)])
-    table = Table("bundle", "status", "test top-1 %", "latency ms")
+    table = _table("bundle", "status", "test top-1 %", "latency ms")
     for path in paths:
         meta = read_meta(path)
         ms = (meta["latency"].get("measured") or {}).get("corrected_ms")

@@ -24,14 +24,14 @@ def test_version():
 
 
 def test_space_info_json():
-    info = json.loads(hwnas("space", "info", "--json", check=True).stdout)
+    info = json.loads(hwnas("space", "info", "--format", "json", check=True).stdout)
     assert int(info["size_per_resolution"]) == 7371**5
     assert Arch.from_ofa_dict(info["max_arch"]) == SearchSpace().max_arch()
 
 
 def test_sample_1000_csv_round_trips_through_flat_and_ofa_formats(tmp_path):
     out = tmp_path / "s.csv"
-    hwnas("space", "sample", "-n", "1000", "--format", "csv", "--seed", "5", "--out", str(out), check=True)
+    hwnas("space", "sample", "--samples", "1000", "--format", "csv", "--seed", "5", "--out", str(out), check=True)
     lines = out.read_text().splitlines()
     assert lines[0].split(",") == list(FLAT_COLUMNS) and len(lines) == 1001
     archs, _ = read_arch_table(out, SearchSpace())
@@ -58,7 +58,8 @@ def test_custom_space_file(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["space", "sample", "-n", "0"], "-n must be at least 1"),
+    (["space", "sample", "--samples", "0"], "--samples must be at least 1"),
+    (["space", "sample", "-n", "0"], "--samples must be at least 1"),  # the old name, hidden
     (["space", "sample", "--format", "xml"], "--format"),
     (["space", "sample", "-n", "many"], "-n"),
     (["space", "info", "--space", "/no/such.yaml"], "does not exist"),
@@ -88,7 +89,7 @@ def test_debug_shows_traceback():
 
 
 def test_devices_list_and_show():
-    rows = json.loads(hwnas("devices", "list", "--json", check=True).stdout)
+    rows = json.loads(hwnas("devices", "list", "--format", "json", check=True).stdout)
     by_name = {r["name"]: r for r in rows}
     assert by_name["cpu-ort"]["available"] is None
     assert "CUDA" in by_name["cuda-torch"]["available"]

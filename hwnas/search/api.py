@@ -95,7 +95,7 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
                progress: Progress | None = None, *, objectives: Sequence[str] | None = None,
                max_macs: float | None = None, max_params: float | None = None,
                population: int | None = None, generations: int | None = None, n_trials: int | None = None,
-               study_name: str | None = None, accuracy_samples: int = 1000, protocol=None,
+               study_name: str | None = None, accuracy_samples: int | None = None, protocol=None,
                measure: Measure | None = None, max_measure: int | None = None,
                measure_accuracy: AccuracyMeasure | None = None, accuracy_checks: int | None = None,
                latency_margin: float = DEFAULT_MARGIN, accuracy_risk: float = 1.0,

@@ -129,4 +129,4 @@ def test_cli_build_on_a_family_run(family_supernet, tmp_path):
     assert list(csv.columns[:49]) == list(run.space.flat_columns) and len(csv) == 2
     bad = subprocess.run([sys.executable, "-m", "hwnas", "accuracy", "fit", "--run", str(run.run_dir)],
                          capture_output=True, text=True)  # 2 rows: too few, one line
-    assert bad.returncode == 2 and "at least 20" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    assert bad.returncode == 2 and "at least 10" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
