@@ -16,7 +16,8 @@ def serve_command(port: int = 8501, address: str = "127.0.0.1") -> list[str]:
 
     return [sys.executable, "-m", "streamlit", "run", str(APP), "--server.headless", "true",
             "--server.port", str(port), "--server.address", address,
-            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+            "--client.toolbarMode", "minimal"]  # no "Deploy" (to Streamlit's cloud) in the toolbar
 
 
 def serve(run_dir: str | Path, port: int = 8501, address: str = "127.0.0.1") -> int:

@@ -3,25 +3,34 @@
 Every loader returns None (or an empty frame) when its file is missing, and the page then shows
 the command that produces it. Loaders are keyed on file modification times by the app, so new
 results appear while a search is still running.
+
+One subnet is *the* recommendation everywhere: search.json's first ``best`` entry (the search's
+pick, `search_pick`); `load_front` marks it in the front every page draws.
 """
 
 from __future__ import annotations
 
 import functools
-
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from hwnas.dashboard import stats
 from hwnas.run import RunFiles
+from hwnas.search.columns import MEASURED_TOP1, TOP1_PRED, TOP1_STD, measured_ms, ms_pred
 from hwnas.space import N_STAGES, Arch
 
 __all__ = ["RunFiles", "run_status", "load_pareto", "load_measurements", "load_accuracy",
-           "load_search", "load_train_log", "latency_pairs", "device_matrix", "rank_correlations",
-           "arch_grid", "find_runs"]
+           "load_search", "load_train_log", "latency_pairs", "device_matrix_all",
+           "arch_grid", "find_runs", "search_pick", "load_front", "RunFront", "front_frame", "front_on",
+           "latency_stats", "load_exports", "run_device", "search_history"]
+
+TOP1_OBJECTIVE = "top1_objective"  # pareto.csv: what the search ranked on (predicted - risk * sigma)
+MIN_SHARED = 10  # fewer shared subnets than this and a rank correlation is not worth reading
 
 
 def find_runs(path: Path) -> list[Path]:
@@ -32,26 +41,61 @@ def find_runs(path: Path) -> list[Path]:
     return sorted(p for p in path.glob("*") if RunFiles(p).config.exists()) if path.is_dir() else []
 
 
+def run_device(files: RunFiles, search: dict[str, Any] | None = None) -> str:
+    """The device a run is about: the one it was searched for, else the first it measured, else
+    cpu-ort (what the commands the pages suggest name)."""
+    searched = searched_device(search if search is not None else load_search(files))
+    if searched:
+        return searched
+    measured = load_measurements(files)
+    return str(sorted(measured["device"].unique())[0]) if not measured.empty else "cpu-ort"
+
+
 def run_status(files: RunFiles) -> list[dict[str, str]]:
-    """One row per pipeline stage: done or missing, and the command that makes it."""
+    """One row per pipeline stage: its status (done, missing, or what is wrong), what is there and
+    the command that makes (or remakes) it."""
     run = files.root
+    search = load_search(files)
     measurements = load_measurements(files)
     devices = sorted(measurements["device"].unique()) if not measurements.empty else []
-    dev = devices[0] if devices else "cpu-ort"
+    dev = run_device(files, search)
     predictors = sorted(p.stem for p in files.predictors.glob("latency-*.json")) if files.predictors.exists() else []
-    exports = sorted(p.parent.name for p in files.exports.glob("*/model.json")) if files.exports.exists() else []
+    pick = search_pick(search)
+    exports = exports_state(load_exports(files, search=search), dev)
+    export_cmd = (f"hwnas export --run {run} --device {dev} --subnet {pick['id']}" if pick
+                  else f"hwnas export --run {run} --device {dev} --pareto")
     rows = [
         ("measurements", f"{len(measurements)} rows on {', '.join(devices)}" if devices else "",
          f"hwnas profile --run {run} --device {dev} --samples 100"),
         ("latency predictors", ", ".join(predictors), f"hwnas latency fit --run {run} --device {dev}"),
         ("accuracy table", f"{len(load_accuracy(files))} subnets" if files.accuracy.exists() else "",
-         f"hwnas search --run {run} --device {dev} --latency-ms X (builds it)"),
+         f"hwnas accuracy build --run {run} --samples 150"),
         ("pareto front", f"{len(load_pareto(files))} subnets" if files.pareto.exists() else "",
          f"hwnas search --run {run} --device {dev} --latency-ms X --pareto"),
-        ("exports", ", ".join(exports), f"hwnas export --run {run} --device {dev} --pareto"),
     ]
-    return [{"stage": s, "status": "done" if have else "missing", "what": have or "—",
-             "command": "" if have else cmd} for s, have, cmd in rows]
+    out = [{"stage": s, "status": "done" if have else "missing", "what": have or "—",
+            "command": "" if have else cmd} for s, have, cmd in rows]
+    out.append({"stage": "exports", "status": exports["status"], "what": exports["text"],
+                "command": "" if exports["status"] == "done" else export_cmd})
+    return out
+
+
+def exports_state(exports: pd.DataFrame, device: str) -> dict[str, Any]:
+    """Whether the run's bundles ship what the current search recommends: `current` counts the
+    verified bundles for `device` of a subnet in the current pareto.csv; the others are named by
+    what is wrong with them (orphaned, another device, not verified)."""
+    if exports.empty:
+        return {"status": "missing", "current": 0, "total": 0, "text": "—"}
+    ok = exports["status"].eq("verified") & exports["in_front"].astype(bool) & exports["device"].eq(device)
+    problems = []
+    for what, mask in (("orphaned (not in the current pareto.csv)", ~exports["in_front"].astype(bool)),
+                       (f"for another device than {device}", ~exports["device"].eq(device)),
+                       ("not verified", ~exports["status"].eq("verified"))):
+        if mask.any():
+            problems.append(f"{int(mask.sum())} {what}")
+    text = f"{int(ok.sum())} of {len(exports)} current" + (f"; {', '.join(problems)}" if problems else "")
+    return {"status": "done" if ok.any() else "none current", "current": int(ok.sum()),
+            "total": int(len(exports)), "text": text}
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -146,23 +190,6 @@ def latency_pairs(files: RunFiles, device: str) -> pd.DataFrame:
     return df
 
 
-def device_matrix(files: RunFiles) -> pd.DataFrame:
-    """Subnets measured on more than one device: rows = subnet id, columns = device."""
-    df = load_measurements(files)
-    if df.empty:
-        return df
-    df = df[df["kind"] == "subnet"]
-    table = df.pivot_table(index="key", columns="device", values="corrected_ms", aggfunc="first")
-    return table.dropna() if table.shape[1] > 1 else pd.DataFrame()
-
-
-def rank_correlations(matrix: pd.DataFrame) -> pd.DataFrame:
-    """Kendall tau between each pair of devices over the subnets both measured."""
-    if matrix.empty:
-        return matrix
-    return matrix.corr(method="kendall")
-
-
 def arch_grid(arch) -> pd.DataFrame:
     """Long table for the per-block picture: row, column, colour value, label, used.
 
@@ -189,10 +216,7 @@ def arch_grid(arch) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# -- what the pages show, computed from the files above (pure: no Streamlit) ----------------------
-MIN_SHARED = 10  # fewer shared subnets than this and a rank correlation is not worth reading
-
-
+# -- the search's report and the recommended subnet ------------------------------------------------
 def searched_device(search: dict[str, Any] | None, front: pd.DataFrame | None = None) -> str | None:
     devices = ((search or {}).get("settings") or {}).get("devices") or []
     if devices:
@@ -209,78 +233,219 @@ def budget_of(search: dict[str, Any] | None, device: str | None) -> float | None
     return float(value) if value is not None else None
 
 
-def accuracy_error(files: RunFiles, search: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The accuracy predictor's quality: out-of-fold (held-out) and training-fit errors, with n.
-
-    From search.json's report, else the predictor file. None when neither holds metrics."""
-    metrics = ((search or {}).get("accuracy_predictor") or {}).get("metrics")
-    kind = ((search or {}).get("accuracy_predictor") or {}).get("kind")
-    if not metrics:
-        try:
-            doc = json.loads(files.accuracy_predictor.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return None
-        metrics = (doc.get("meta") or {}).get("metrics")
-        kind = kind or doc.get("kind")
-    if not metrics or not metrics.get("oof"):
-        return None
-    oof, train = metrics["oof"], metrics.get("train") or {}
-    return {"kind": kind or (metrics.get("chosen") or {}).get("name"), "folds": metrics.get("folds"),
-            "oof_mae": oof.get("mae"), "oof_rmse": oof.get("rmse"), "oof_tau": oof.get("kendall_tau"),
-            "oof_n": oof.get("n"), "within_1_sigma": oof.get("within_1_sigma"),
-            "train_mae": train.get("mae"), "train_tau": train.get("kendall_tau"), "train_n": train.get("n"),
-            "learning_curve": metrics.get("learning_curve") or [], "candidates": metrics.get("candidates") or []}
+def search_pick(search: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The subnet the search recommends: search.json's first ``best`` entry (measured within the
+    budget and best by measured top-1 when the search verified), or None."""
+    best = (search or {}).get("best") or []
+    return best[0] if best and best[0].get("id") else None
 
 
-def front_frame(front: pd.DataFrame, device: str | None, budget: float | None) -> pd.DataFrame:
-    """pareto.csv with what the chart needs: `ms` (predicted on `device`), `measured` ms,
-    `on_front`, `budget_state` (within / over, measured when measured), `arch`."""
+def test_top1_n(files: RunFiles, search: dict[str, Any] | None) -> dict[str, float]:
+    """id -> how many test images its measured top-1 was counted on (accuracy-<split>.csv)."""
+    split = (((search or {}).get("acceptance") or {}).get("accuracy") or {}).get("split") or "test"
+    df = _read_csv(files.accuracy_split(split))
+    if df.empty or not {"id", "n"} <= set(df.columns):
+        return {}
+    return dict(zip(df["id"].astype(str), df["n"].astype(float)))
+
+
+def latency_stats(files: RunFiles, device: str | None = None) -> pd.DataFrame:
+    """Per measured subnet and device: median drift-corrected ms, p90, relative standard error
+    (NaN when one round could not estimate it), timed runs, rounds and measurements."""
+    df = load_measurements(files)
+    if df.empty:
+        return pd.DataFrame(columns=["key", "device", "corrected_ms", "p90_ms", "rel_se", "n", "rounds",
+                                     "measurements"])
+    df = df[df["kind"] == "subnet"]
+    if device is not None:
+        df = df[df["device"] == device]
+    for col in ("p90_ms", "rel_se", "n", "rounds"):
+        if col not in df.columns:
+            df = df.assign(**{col: np.nan})
+    out = df.groupby(["key", "device"], as_index=False).agg(
+        corrected_ms=("corrected_ms", "median"), p90_ms=("p90_ms", "median"), rel_se=("rel_se", "median"),
+        n=("n", "sum"), rounds=("rounds", "max"), measurements=("corrected_ms", "size"))
+    out.loc[~(out["rel_se"] > 0), "rel_se"] = np.nan  # one round: no standard error
+    return out
+
+
+def latency_se(files: RunFiles, search: dict[str, Any] | None, device: str) -> pd.DataFrame:
+    """id -> (rel_se, ucb_ms) of its measured latency on `device`: the search's verification
+    records (the acceptance bound it was judged by), else the measurement store."""
+    records = pd.DataFrame((search or {}).get("verification") or [])
+    out = pd.DataFrame(columns=["rel_se", "ucb_ms"])
+    if not records.empty and {"id", "device", "rel_se"} <= set(records.columns):
+        mine = records[records["device"] == device].drop_duplicates("id", keep="last").set_index("id")
+        out = mine.reindex(columns=["rel_se", "ucb_ms"]).astype(float)
+    store = latency_stats(files, device).set_index("key")["rel_se"]
+    out = out.reindex(out.index.union(store.index))
+    out["rel_se"] = out["rel_se"].where(out["rel_se"] > 0, store.reindex(out.index))
+    return out
+
+
+def front_frame(front: pd.DataFrame, device: str | None, budget: float | None, *,
+                pick: dict[str, Any] | None = None, test_n: dict[str, float] | None = None,
+                se: pd.DataFrame | None = None) -> pd.DataFrame:
+    """pareto.csv with what the pages need, one row per subnet:
+
+    `ms` / `measured` (predicted / measured ms on `device`), `top1_pred`, `top1_std`, `objective`
+    (what the search ranked on: predicted - risk x sigma, clipped; `top1_pred` for files without
+    it), `measured_top1` with `top1_n` test images and its 95 % interval `top1_lo`..`top1_hi`,
+    `rel_se` / `ucb_ms` of the measured latency and its interval `ms_lo`..`ms_hi`, `on_front`,
+    `pick` (the search's recommendation), `budget_state`, `measured_state` (both / latency /
+    top-1 / none) and `x1`, `y1`: where the subnet sits as measured (measured values where
+    measured, else predicted)."""
     df = front.copy()
     if df.empty:
         return df
-    ms_col = f"ms_pred:{device}" if device and f"ms_pred:{device}" in df.columns else "ms_pred"
-    meas_col = f"measured_ms:{device}" if device and f"measured_ms:{device}" in df.columns else "measured_ms"
+    ms_col = ms_pred(device) if device and ms_pred(device) in df.columns else "ms_pred"
+    meas_col = measured_ms(device) if device and measured_ms(device) in df.columns else "measured_ms"
     df["ms"] = df[ms_col].astype(float)
     df["measured"] = df[meas_col].astype(float) if meas_col in df.columns else np.nan
-    if "measured_top1" not in df.columns:
-        df["measured_top1"] = np.nan
-    if "top1_std" not in df.columns:
-        df["top1_std"] = np.nan
+    for col in (MEASURED_TOP1, TOP1_STD):
+        df[col] = df[col].astype(float) if col in df.columns else np.nan
+    df["objective"] = df[TOP1_OBJECTIVE].astype(float) if TOP1_OBJECTIVE in df.columns else df[TOP1_PRED]
     df["on_front"] = df["on_front"].astype(bool) if "on_front" in df.columns else True
+    df["pick"] = df["id"].astype(str).eq(str((pick or {}).get("id")))
+    if pick and "precision" in df.columns and pick.get("precision"):
+        df["pick"] &= df["precision"].eq(pick["precision"])
+    df["top1_n"] = df["id"].astype(str).map(test_n or {}).astype(float)
+    df["top1_lo"], df["top1_hi"] = stats.wilson_interval(df[MEASURED_TOP1], df["top1_n"])
+    se = se if se is not None else pd.DataFrame(columns=["rel_se", "ucb_ms"])
+    df["rel_se"] = df["id"].map(se["rel_se"]).astype(float)
+    df["ucb_ms"] = df["id"].map(se["ucb_ms"]).astype(float).where(df["measured"].notna())
+    df["ms_lo"], df["ms_hi"] = stats.latency_interval(df["measured"], df["rel_se"])
     effective = df["measured"].fillna(df["ms"])
     if budget is not None:
         df["budget_state"] = np.where(effective <= budget, "within budget", "over budget")
     else:
         df["budget_state"] = "no budget"
     df["latency_source"] = np.where(df["measured"].notna(), "measured", "predicted")
-    return df.sort_values(["ms", "top1_pred"]).reset_index(drop=True)
+    has_ms, has_top1 = df["measured"].notna(), df[MEASURED_TOP1].notna()
+    df["measured_state"] = np.select([has_ms & has_top1, has_ms, has_top1], ["both", "latency", "top-1"], "none")
+    df["x1"] = df["measured"].fillna(df["ms"])
+    return df.sort_values(["ms", TOP1_PRED]).reset_index(drop=True)
 
 
-def measured_links(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per subnet with a measurement: from its predicted point (ms, top1_pred) to its
-    measured one (measured ms, else predicted; measured top-1, else predicted)."""
-    if df.empty:
-        return df
-    done = df[df["measured"].notna() | df["measured_top1"].notna()].copy()
-    done["x0"], done["y0"] = done["ms"], done["top1_pred"]
-    done["x1"] = done["measured"].fillna(done["ms"])
-    done["y1"] = done["measured_top1"].fillna(done["top1_pred"])
-    return done
+@dataclass(frozen=True)
+class RunFront:
+    """A run's front as every page shows it: the frame (`front_frame`) on one device, the search's
+    report, its recommendation and the budget."""
+
+    files: RunFiles
+    search: dict[str, Any] | None
+    device: str | None  # the device `df`'s latencies are of
+    searched: str | None  # the device the search ran for
+    budget: float | None
+    df: pd.DataFrame
+
+    @property
+    def pick(self) -> dict[str, Any] | None:
+        return search_pick(self.search)
+
+    @property
+    def pick_id(self) -> str | None:
+        return (self.pick or {}).get("id")
+
+    @property
+    def pick_row(self) -> pd.Series | None:
+        hit = self.df[self.df["pick"]] if not self.df.empty else self.df
+        return None if hit.empty else hit.iloc[0]
+
+    @property
+    def ranked_on_objective(self) -> bool:
+        """Whether pareto.csv says what the search ranked on (top1_objective)."""
+        return TOP1_OBJECTIVE in self.df.columns
+
+    @property
+    def risk(self) -> float:
+        return float(((self.search or {}).get("settings") or {}).get("accuracy_risk") or 0.0)
+
+    @property
+    def clip(self) -> list[float] | None:
+        clip = ((self.search or {}).get("accuracy_predictor") or {}).get("clip")
+        return [float(c) for c in clip] if clip else None
+
+    def objective_text(self) -> str:
+        """One line: what the front's top-1 is (the search's objective) and the predictor's clip."""
+        if not self.ranked_on_objective:
+            return "top-1 as predicted (this pareto.csv predates the risk-adjusted objective)"
+        clip = f"; predictions are clipped to {self.clip[0]:.4g}–{self.clip[1]:.4g} % (the accuracy " \
+               "table's range)" if self.clip else ""
+        return f"the search ranked subnets on predicted top-1 − {self.risk:g} σ{clip}"
+
+    def hypervolume(self, budget: float | None = None) -> float | None:
+        """`stats.hypervolume_2d` of the front on the search's objective up to `budget` (default the
+        run's): search.json's own number for its device and budget."""
+        budget = self.budget if budget is None else budget
+        if budget is None or self.df.empty:
+            return None
+        return stats.hypervolume_2d(self.df["ms"], self.df["objective"], budget)
+
+
+def load_front(files: RunFiles, device: str | None = None) -> RunFront:
+    """The run's front on `device` (default: the searched one). On a device the search did not
+    cover, latency is predicted by that device's latency predictor and the front is recomputed on
+    it (empty frame when it has none)."""
+    search = load_search(files)
+    raw = load_pareto(files)
+    searched = searched_device(search, raw)
+    device = device or searched
+    empty = RunFront(files, search, device, searched, budget_of(search, device), pd.DataFrame())
+    if raw.empty or TOP1_PRED not in raw.columns or "id" not in raw.columns:
+        return empty
+    if device and ms_pred(device) not in raw.columns and device != searched:
+        try:
+            from hwnas.latency import load_predictor
+
+            pred = load_predictor(files.latency_predictor(device))
+            raw = raw.assign(**{ms_pred(device): np.asarray(pred.predict(arch_codes(files, raw)), float)})
+        except Exception:  # no (readable) predictor for that device: nothing to draw there
+            return empty
+        raw = raw.drop(columns=["on_front"], errors="ignore")
+    df = front_frame(raw, device, empty.budget, pick=search_pick(search), test_n=test_top1_n(files, search),
+                     se=latency_se(files, search, device) if device else None)
+    if "on_front" not in raw.columns:
+        df["on_front"] = stats.front_mask_2d(df["ms"], df["objective"])
+    return RunFront(files, search, device, searched, empty.budget, df)
+
+
+def search_history(search: dict[str, Any] | None) -> pd.DataFrame:
+    """The search's progress per generation, as search.json's ``history`` holds it: records
+    (``generation``, ``hypervolume``, ``best_top1_objective``, ...) or one best value per
+    generation; long format (generation, measure, value), empty when the search kept none."""
+    history = (search or {}).get("history") or []
+    if not history:
+        return pd.DataFrame(columns=["generation", "measure", "value"])
+    if all(isinstance(h, (int, float)) for h in history):
+        df = pd.DataFrame({"best top-1 objective": history})
+    else:
+        df = pd.DataFrame([h for h in history if isinstance(h, dict)])
+    if "generation" not in df.columns:
+        df.insert(0, "generation", np.arange(1, len(df) + 1))
+    values = [c for c in df.columns if c != "generation" and pd.api.types.is_numeric_dtype(df[c])]
+    return df.melt(id_vars=["generation"], value_vars=values, var_name="measure").dropna()
+
+
+def front_on(files: RunFiles, device: str) -> pd.DataFrame:
+    """The run's front re-read for `device` (`load_front(files, device).df`)."""
+    return load_front(files, device).df
 
 
 def explored_points(files: RunFiles, device: str, n: int = 2000, seed: int = 0) -> pd.DataFrame:
     """The subnets the last search scored (`explored.csv`, written with pareto.csv: predicted
-    top-1 and `device` latency), at most `n`; for a run searched before that file existed, or on a
-    device it did not search, a random sample of the space scored by the run's predictors. Empty
-    when a predictor is missing."""
+    top-1, the search's `objective` when the file has it, and `device` latency), at most `n`; for
+    a run searched before that file existed, or on a device it did not search, a random sample of
+    the space scored by the run's predictors. Empty when a predictor is missing."""
     path = files.explored
     if path.exists():
         try:
             df = pd.read_csv(path)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
             df = pd.DataFrame()
-        if f"ms_pred:{device}" in df.columns and "top1_pred" in df.columns:
-            df = df.rename(columns={f"ms_pred:{device}": "ms"})[["ms", "top1_pred"]]
+        if ms_pred(device) in df.columns and TOP1_PRED in df.columns:
+            df = df.rename(columns={ms_pred(device): "ms", TOP1_OBJECTIVE: "objective"})
+            df = df[[c for c in ("ms", TOP1_PRED, "objective") if c in df.columns]]
             step = max(1, len(df) // n)
             return df.iloc[::step].reset_index(drop=True).assign(source="search")
     from hwnas.accuracy import load_accuracy_predictor
@@ -316,18 +481,27 @@ def tight_domain(values, pad: float = 0.05) -> list[float] | None:
 
 
 # -- exports ---------------------------------------------------------------------------------------
+def _bundle_device(folder: Path, meta: dict[str, Any], verify: dict[str, Any]) -> str:
+    if verify.get("device"):
+        return str(verify["device"])
+    if meta.get("id") and folder.name.startswith(meta["id"] + "-"):
+        return folder.name[len(meta["id"]) + 1:]
+    return folder.name.rsplit("-", 2)[-1]
+
+
 def load_exports(files: RunFiles, front: pd.DataFrame | None = None,
                  search: dict[str, Any] | None = None) -> pd.DataFrame:
     """One row per bundle under RUN/exports: its verification status, measured and predicted
-    numbers, and flags: from an earlier search (stale), not in the current pareto.csv (orphaned),
-    measured over the current budget of its device."""
-    cols = ["bundle", "id", "device", "status", "measured_top1", "int8_drop", "measured_ms", "predicted_top1",
-            "predicted_ms", "budget_ms", "over_budget", "search_id", "current_search", "in_front", "flags",
-            "path"]
+    numbers, and flags: not in the current pareto.csv (orphaned), from an earlier search (stale),
+    for another device than the searched one, measured over the current budget of its device."""
+    cols = ["bundle", "id", "device", "status", "measured_top1", "top1_n", "int8_drop", "measured_ms",
+            "predicted_top1", "predicted_ms", "budget_ms", "over_budget", "search_id", "current_search",
+            "in_front", "flags", "path"]
     if not files.exports.exists():
         return pd.DataFrame(columns=cols)
     front = load_pareto(files) if front is None else front
     search = load_search(files) if search is None else search
+    searched = searched_device(search, front)
     current = (search or {}).get("search_id")
     if current is None and not front.empty and "search_id" in front.columns:
         current = str(front["search_id"].iloc[0])
@@ -339,19 +513,16 @@ def load_exports(files: RunFiles, front: pd.DataFrame | None = None,
             meta = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             rows.append({"bundle": folder.name, "status": "unreadable", "flags": "model.json is unreadable",
-                         "path": str(folder)})
+                         "in_front": False, "path": str(folder)})
             continue
         try:
             verify = json.loads((folder / "verify.json").read_text())
         except (OSError, json.JSONDecodeError):
             verify = {}
-        device = verify.get("device") or folder.name.rsplit("-", 2)[-1]
-        if meta.get("id") and folder.name.startswith(meta["id"] + "-"):
-            device = verify.get("device") or folder.name[len(meta["id"]) + 1:]
+        device = _bundle_device(folder, meta, verify)
         lat = (meta.get("latency") or {}).get("measured") or (verify.get("latency") or {}).get("measured") or {}
         predicted = meta.get("predicted") or {}
-        row = predicted.get("row") or {}
-        sid = row.get("search_id")
+        sid = (predicted.get("row") or {}).get("search_id")
         budget = budget_of(search, device)
         ms = lat.get("corrected_ms")
         over = bool(budget is not None and ms is not None and ms > budget)
@@ -363,17 +534,19 @@ def load_exports(files: RunFiles, front: pd.DataFrame | None = None,
             flags.append("orphaned: not in the current pareto.csv")
         elif current and sid and sid != current:
             flags.append("stale: exported from an earlier search")
+        if searched and device != searched:
+            flags.append(f"for {device}, not the searched {searched}")
         if over:
             flags.append(f"over the current {budget:.4g} ms budget")
         if status != "verified":
             flags.append(f"verification {status}")
         top1, drop = bundle_top1(meta)
         rows.append({"bundle": folder.name, "id": meta.get("id"), "device": device, "status": status,
-                     "measured_top1": top1, "int8_drop": drop, "measured_ms": ms,
-                     "predicted_top1": predicted.get("top1"), "predicted_ms": predicted.get("latency_ms"),
-                     "budget_ms": budget, "over_budget": over, "search_id": sid,
-                     "current_search": bool(current and sid == current), "in_front": meta.get("id") in ids,
-                     "flags": "; ".join(flags) or "ok", "path": str(folder)})
+                     "measured_top1": top1, "top1_n": (meta.get("accuracy") or {}).get("n"), "int8_drop": drop,
+                     "measured_ms": ms, "predicted_top1": predicted.get("top1"),
+                     "predicted_ms": predicted.get("latency_ms"), "budget_ms": budget, "over_budget": over,
+                     "search_id": sid, "current_search": bool(current and sid == current),
+                     "in_front": meta.get("id") in ids, "flags": "; ".join(flags) or "ok", "path": str(folder)})
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -418,92 +591,7 @@ def zip_folder(folder: Path) -> bytes:
     return buf.getvalue()
 
 
-# -- overview ----------------------------------------------------------------------------------------
-def headline(files: RunFiles) -> dict[str, Any]:
-    """The overview's cards: device, budget, best subnet (predicted and measured), hypervolume,
-    accuracy predictor error, exports and their flags."""
-    search = load_search(files)
-    front = load_pareto(files)
-    device = searched_device(search, front)
-    best = ((search or {}).get("best") or [None])[0]
-    metrics = (search or {}).get("metrics") or {}
-    exports = load_exports(files, front, search)
-    out: dict[str, Any] = {"device": device, "budget_ms": budget_of(search, device),
-                           "search_id": (search or {}).get("search_id"),
-                           "algo": ((search or {}).get("settings") or {}).get("algo"),
-                           "verified": bool(((search or {}).get("settings") or {}).get("verify")),
-                           "hypervolume": metrics.get("hypervolume"), "front_size": metrics.get("front_size"),
-                           "best": None, "accuracy": accuracy_error(files, search),
-                           "exports": exports}
-    if best:
-        out["best"] = {"id": best.get("id"), "top1_pred": best.get("top1_pred"),
-                       "measured_top1": best.get("measured_top1"),
-                       "ms_pred": (best.get("ms_pred") or {}).get(device),
-                       "measured_ms": (best.get("measured_ms") or {}).get(device),
-                       "verified": best.get("verified")}
-    return out
-
-
-# -- honest predictor and device metrics ---------------------------------------------------------
-def _fit_time(path: Path) -> pd.Timestamp | None:
-    return pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC") if path.exists() else None
-
-
-def split_pairs(pairs: pd.DataFrame, fitted_at: pd.Timestamp | None) -> pd.DataFrame:
-    """Label each measured subnet `training` (measured before the predictor was fitted, so it
-    trained it) or `held-out` (measured afterwards: by a search's verification or an export)."""
-    df = pairs.copy()
-    if df.empty:
-        return df
-    if fitted_at is None or "measured_at" not in df.columns:
-        df["split"] = "training"
-        return df
-    when = pd.to_datetime(df["measured_at"], utc=True, errors="coerce")
-    first = when.groupby(df["key"]).transform("min")
-    # measured_at has one-second resolution: a row measured in the fit's own second trained it
-    df["split"] = np.where(first > fitted_at.floor("s"), "held-out", "training")
-    return df
-
-
-def pair_metrics(pairs: pd.DataFrame) -> pd.DataFrame:
-    """Per split: n, share within ±10 %, mean abs error %, Kendall tau (None below 3 points)."""
-    rows = []
-    for split in ("held-out", "training"):
-        df = pairs[pairs["split"] == split] if not pairs.empty else pairs
-        n = len(df)
-        tau = None
-        if n >= 3:
-            tau = float(pd.Series(df["predicted_ms"].to_numpy()).corr(
-                pd.Series(df["measured_ms"].to_numpy()), method="kendall"))
-        rows.append({"points": split, "n": n,
-                     "within ±10 %": float((df["error_pct"].abs() <= 10).mean() * 100) if n else None,
-                     "mean |error| %": float(df["error_pct"].abs().mean()) if n else None,
-                     "Kendall τ": tau})
-    return pd.DataFrame(rows)
-
-
-def latency_quality(files: RunFiles, device: str) -> dict[str, Any]:
-    """Measured vs predicted latency split into training and held-out points, their metrics, and
-    the fit's own cross-validation (out-of-fold) metrics."""
-    path = files.latency_predictor(device)
-    pairs = latency_pairs(files, device)
-    if pairs.empty:
-        return {"pairs": pairs}
-    pairs = pairs.groupby("key", as_index=False).agg(
-        predicted_ms=("predicted_ms", "first"), measured_ms=("measured_ms", "median"),
-        measured_at=("measured_at", "min") if "measured_at" in pairs.columns else ("key", "first"),
-        macs=("macs", "first"))
-    pairs["error_pct"] = 100 * (pairs["predicted_ms"] / pairs["measured_ms"] - 1)
-    pairs = split_pairs(pairs, _fit_time(path))
-    try:
-        meta = json.loads(path.read_text()).get("meta") or {}
-    except (OSError, json.JSONDecodeError):
-        meta = {}
-    cv = meta.get("cv") or {}
-    return {"pairs": pairs, "metrics": pair_metrics(pairs), "cv": cv, "n_train": meta.get("n_train"),
-            "chosen": cv.get("chosen")}
-
-
+# -- devices ---------------------------------------------------------------------------------------
 def device_pairs(matrix: pd.DataFrame) -> pd.DataFrame:
     """Each pair of devices: subnets both measured (n), Kendall tau, and a warning when n is small."""
     rows = []
@@ -520,111 +608,14 @@ def device_pairs(matrix: pd.DataFrame) -> pd.DataFrame:
 
 
 def device_matrix_all(files: RunFiles) -> pd.DataFrame:
-    """Like `device_matrix`, but keeps subnets missing on some device (NaN) so pairs count their own n."""
+    """Subnets measured on more than one device: rows = subnet id, columns = device (NaN where a
+    device did not measure it, so each pair counts its own n); empty below two devices."""
     df = load_measurements(files)
     if df.empty:
         return df
     df = df[df["kind"] == "subnet"]
     table = df.pivot_table(index="key", columns="device", values="corrected_ms", aggfunc="median")
     return table if table.shape[1] > 1 else pd.DataFrame()
-
-
-# -- compare runs / devices ------------------------------------------------------------------------
-def front_on(files: RunFiles, device: str) -> pd.DataFrame:
-    """The run's pareto.csv front re-read for `device`: its predicted ms there (the file's
-    column when the search covered the device, else the device's latency predictor), measured ms
-    where measured, the predicted top-1, and `on_front` recomputed for that device."""
-    front = load_pareto(files)
-    if front.empty or "top1_pred" not in front.columns:
-        return pd.DataFrame()
-    search = load_search(files)
-    first = searched_device(search, front)
-    df = front.copy()
-    if f"ms_pred:{device}" in df.columns:
-        df["ms"] = df[f"ms_pred:{device}"].astype(float)
-    elif device == first and "ms_pred" in df.columns:
-        df["ms"] = df["ms_pred"].astype(float)
-    else:
-        try:
-            from hwnas.latency import load_predictor
-
-            pred = load_predictor(files.latency_predictor(device))
-            df["ms"] = np.asarray(pred.predict(arch_codes(files, df)), float)
-        except Exception:
-            return pd.DataFrame()
-    mcol = f"measured_ms:{device}" if f"measured_ms:{device}" in df.columns else (
-        "measured_ms" if device == first and "measured_ms" in df.columns else None)
-    df["measured"] = df[mcol].astype(float) if mcol else np.nan
-    if "measured_top1" not in df.columns:
-        df["measured_top1"] = np.nan
-    df["on_front"] = pareto_mask(df["ms"].to_numpy(), df["top1_pred"].to_numpy())
-    return df.sort_values("ms").reset_index(drop=True)
-
-
-def pareto_mask(ms: np.ndarray, top1: np.ndarray) -> np.ndarray:
-    """Non-dominated rows for (min ms, max top-1)."""
-    order = np.lexsort((-top1, ms))
-    keep = np.zeros(len(ms), bool)
-    best = -np.inf
-    for i in order:
-        if top1[i] > best:
-            keep[i], best = True, top1[i]
-    return keep
-
-
-def hypervolume_2d(ms: np.ndarray, top1: np.ndarray, budget: float) -> float:
-    """Area dominated by the points up to (latency = budget, top-1 = 0 %): search.json's
-    reference point, so values compare with its `hypervolume`."""
-    ok = np.asarray(ms) < budget
-    ms, top1 = np.asarray(ms)[ok], np.asarray(top1)[ok]
-    if not len(ms):
-        return 0.0
-    keep = pareto_mask(ms, top1)
-    ms, top1 = ms[keep], top1[keep]
-    order = np.argsort(ms)
-    ms, top1 = ms[order], top1[order]
-    edges = np.append(ms[1:], budget)
-    return float(np.sum((edges - ms) * top1))
-
-
-def best_under(df: pd.DataFrame, budget: float) -> pd.Series | None:
-    """The subnet with the highest predicted top-1 whose latency (measured when measured) fits."""
-    if df.empty:
-        return None
-    effective = df["measured"].fillna(df["ms"])
-    fit = df[effective <= budget]
-    if fit.empty:
-        return None
-    return fit.sort_values(["top1_pred", "ms"], ascending=[False, True]).iloc[0]
-
-
-def compare_summary(series: dict[tuple[str, str], tuple[RunFiles, pd.DataFrame]], budget: float | None
-                    ) -> pd.DataFrame:
-    """One row per (run, device): front size, hypervolume at the budget, best measured top-1 under
-    the budget, best predicted under it, and the predictors' held-out quality."""
-    rows = []
-    for (run, device), (files, df) in series.items():
-        search = load_search(files)
-        b = budget if budget is not None else budget_of(search, device)
-        front = df[df["on_front"]] if not df.empty else df
-        measured = df[df["measured_top1"].notna() & df["measured"].notna()] if not df.empty else df
-        if b is not None and not measured.empty:
-            measured = measured[measured["measured"] <= b]
-        pick = best_under(front, b) if b is not None else None
-        acc = accuracy_error(files, search) or {}
-        lat = latency_quality(files, device)
-        cv = (lat.get("cv") or {}).get("chosen_metrics") or {}
-        rows.append({"run": run, "device": device, "budget ms": b, "front size": int(len(front)),
-                     "hypervolume": hypervolume_2d(front["ms"].to_numpy(), front["top1_pred"].to_numpy(), b)
-                     if b is not None and not front.empty else None,
-                     "best measured top-1 % under budget": float(measured["measured_top1"].max())
-                     if not measured.empty else None,
-                     "best subnet (predicted)": None if pick is None else pick["id"],
-                     "its predicted top-1 %": None if pick is None else float(pick["top1_pred"]),
-                     "its predicted ms": None if pick is None else float(pick["ms"]),
-                     "accuracy MAE % (out-of-fold)": acc.get("oof_mae"),
-                     "latency within ±10 % (CV)": None if not cv else 100 * float(cv.get("within_10", 0))})
-    return pd.DataFrame(rows)
 
 
 # -- training ----------------------------------------------------------------------------------------
@@ -636,3 +627,30 @@ def phase_bounds(log: pd.DataFrame) -> pd.DataFrame:
     g = log.groupby("phase", sort=False)["epoch_total"].agg(["min", "max"]).reindex(order)
     return pd.DataFrame({"phase": order, "order": range(1, len(order) + 1), "start": g["min"].to_numpy(),
                          "end": g["max"].to_numpy()})
+
+
+def distillation_weight(stem: Path | None) -> float | None:
+    """The checkpoint's training `kd_ratio` (the distillation term's weight), None when unknown."""
+    from hwnas.supernet.checkpoint_meta import load_checkpoint_meta
+
+    if stem is None:
+        return None
+    try:
+        config = (load_checkpoint_meta(stem).get("extra") or {}).get("config") or {}
+    except Exception:  # noqa: BLE001 - a missing or broken checkpoint: the loss is named generically
+        return None
+    value = config.get("kd_ratio")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def loss_terms(log: pd.DataFrame, kd_ratio: float | None) -> pd.Series:
+    """What each epoch's training loss sums: cross-entropy alone in "full", cross-entropy plus
+    `kd_ratio` x distillation in the later phases (progressive shrinking distils from the largest
+    network); a record's own `distill` field, when it has one, decides."""
+    if log.empty:
+        return pd.Series(dtype=str)
+    distils = log["distill"].astype(bool) if "distill" in log.columns else log["phase"].ne("full")
+    if kd_ratio == 0:
+        distils = pd.Series(False, index=log.index)
+    weight = "" if kd_ratio in (None, 1.0) else f"{kd_ratio:g} × "
+    return pd.Series(np.where(distils, f"cross-entropy + {weight}distillation", "cross-entropy"), index=log.index)

@@ -10,6 +10,7 @@ from pathlib import Path
 from hwnas.profiling.protocol import ProtocolSettings
 
 FAST = ProtocolSettings(rounds=1, runs=3, warmup_runs=1, warmup_s=0.0, ref_runs=2)
+VERIFY = ProtocolSettings(rounds=2, runs=3, warmup_runs=1, warmup_s=0.0, ref_runs=2)  # two rounds: a standard error
 DEVICES = ("cpu-ort", "cpu-openvino")
 SEARCH = {"population": 20, "generations": 5}
 
@@ -41,14 +42,14 @@ def make_runs(root: Path, supernet: Path, log=print) -> dict[str, Path]:
     log(f"fit {time.perf_counter() - t0:.1f}s")
     budget = _budget(alpha.run_dir, "cpu-ort", 0.7)
     first = run_search(alpha.run_dir, "cpu-ort", budget, pareto=True, top_k=2, accuracy_samples=20,
-                       accuracy_checks=2, protocol=FAST, **SEARCH)
+                       accuracy_checks=2, protocol=VERIFY, **SEARCH)
     log(f"search 1 {time.perf_counter() - t0:.1f}s ok={first.ok}")
     chosen = first.best[0]["id"] if first.best else first.front["id"].iloc[-1]
     export_subnet(alpha.run_dir, chosen, "cpu-ort", calib_batches=2, verify_images=16, protocol=FAST)
     log(f"export {time.perf_counter() - t0:.1f}s")
     # a later, tighter search: the bundle belongs to the first one and may be over the new budget
     run_search(alpha.run_dir, "cpu-ort", budget * 0.6, pareto=True, top_k=2, accuracy_checks=2,
-               protocol=FAST, seed=1, **SEARCH)
+               protocol=VERIFY, seed=1, **SEARCH)
     log(f"search 2 {time.perf_counter() - t0:.1f}s")
     out["alpha"] = alpha.run_dir
 

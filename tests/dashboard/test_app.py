@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -15,6 +17,7 @@ def open_page(monkeypatch, run, page: str) -> AppTest:
     at.run()
     at.sidebar.radio[0].set_value(page).run()
     assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
     return at
 
 
@@ -22,46 +25,151 @@ def charts(at: AppTest) -> list:
     return at.get("vega_lite_chart")
 
 
+def spec(at: AppTest, i: int = 0) -> dict:
+    return json.loads(charts(at)[i].proto.spec)
+
+
+def layer_data(at: AppTest, i: int, layer: dict):
+    """A chart layer's data, as the page sent it (Streamlit ships Altair's datasets as Arrow)."""
+    from streamlit import dataframe_util
+
+    proto = charts(at)[i].proto
+    named = {d.name: d.data.data for d in proto.datasets}
+    return dataframe_util.convert_arrow_bytes_to_pandas_df(named[layer["data"]["name"]])
+
+
+def points_layer(at: AppTest) -> tuple[dict, object]:
+    """The Pareto chart's clickable layer (the one its click selection is defined on) and its data."""
+    s = spec(at)
+    views = s["params"][0]["views"]
+    layer = next(lay for lay in s["layer"] if lay.get("name") in views)
+    return layer, layer_data(at, 0, layer)
+
+
+def frame(at: AppTest, column: str):
+    """The first table on the page with `column`."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def metric(at: AppTest, label: str) -> str:
+    hits = [m.value for m in at.metric if m.label.startswith(label)]
+    assert hits, [m.label for m in at.metric]
+    return hits[0]
+
+
+def pick_id(run) -> str:
+    return json.loads((run / "search.json").read_text())["best"][0]["id"]
+
+
 def test_overview_lists_each_stage(monkeypatch, demo_run):
     at = open_page(monkeypatch, demo_run, "Runs overview")
-    table = at.dataframe[0].value
+    table = frame(at, "stage")
     status = dict(zip(table["stage"], table["status"]))
     assert status["measurements"] == "done" and status["pareto front"] == "done"
-    assert status["latency predictors"] == "missing"
-    assert any("hwnas latency fit" in c for c in table["command"])
+    assert status["latency predictors"] == "missing" and status["exports"] == "missing"
+    commands = " ".join(table["command"])
+    assert "hwnas latency fit" in commands and "--device cpu-openvino" in commands  # the run's device
 
 
-def test_pareto_page_plots_the_front(monkeypatch, demo_run):
+def test_one_recommended_subnet_everywhere(monkeypatch, demo_run):
+    """search.json's best is what every page names, highlights and opens on."""
+    best = pick_id(demo_run)
+    at = open_page(monkeypatch, demo_run, "Runs overview")
+    assert metric(at, "★ Recommended subnet") == best
     at = open_page(monkeypatch, demo_run, "Pareto front")
-    assert charts(at), "no chart on the Pareto page"
+    rows = frame(at, "★")
+    assert rows["★"].iloc[0] == "★" and rows["id"].iloc[0] == best and (rows["★"] != "").sum() == 1
+    _, points = points_layer(at)
+    assert list(points.loc[points["series"] == "recommended: the search's pick", "id"]) == [best]
+    assert any(best in s.value for s in at.success)
+    at = open_page(monkeypatch, demo_run, "Subnet detail")
+    assert at.selectbox[0].value == best
+    at = open_page(monkeypatch, demo_run, "Compare")
+    summary = frame(at, "how").iloc[0]
+    assert summary["recommended at this budget"] == best and summary["how"] == "the search's pick"
+
+
+def test_pareto_page_plots_what_the_search_ranked(monkeypatch, demo_run):
+    at = open_page(monkeypatch, demo_run, "Pareto front")
     assert "6 subnets on the front" in at.caption[0].value
-    assert len(at.dataframe[0].value) == 6
+    assert len(frame(at, "★")) == 6
+    s = json.dumps(spec(at), ensure_ascii=False)
+    assert "latency on cpu-openvino (ms)" in s and "top-1 % (search objective; measured where marked)" in s
+    assert any("predicted top-1 − 1 σ" in m.value and "clipped to 80–97 %" in m.value for m in at.markdown)
+    line = next(lay for lay in spec(at)["layer"] if lay["mark"]["type"] == "line")
+    assert line["encoding"]["y"]["field"] == "objective"
+    for series in ("Pareto front (predicted top-1 − σ)", "measured top-1 and latency, within budget",
+                   "measured latency (top-1 predicted)", "measured top-1 (latency predicted)",
+                   "95 % interval of a measurement", "recommended: the search's pick", "latency budget"):
+        assert series in s, series
+    assert "ms, predicted" not in s and '"zero": true' not in s
+
+
+def test_pareto_legend_symbols_are_distinct_and_tooltips_never_null(monkeypatch, demo_run):
+    at = open_page(monkeypatch, demo_run, "Pareto front")
+    layer, points = points_layer(at)
+    shape = layer["encoding"]["shape"]["scale"]
+    symbols = dict(zip(shape["domain"], shape["range"]))
+    marks = [symbols[s] for s in set(points["series"])]
+    assert len(marks) == 5 and len(set(marks)) == 5  # front, both measured, latency only, top-1 only, the pick
+    tips = [t["field"] for t in layer["encoding"]["tooltip"]]
+    assert points[tips].notna().all().all() and not points[tips].isin(["null", "None", "nan"]).any().any()
+
+
+def test_pareto_history_and_table_filters(monkeypatch, demo_run):
+    at = open_page(monkeypatch, demo_run, "Pareto front")
+    assert any(lay.get("facet") or "facet" in lay for lay in (spec(at, i) for i in range(len(charts(at)))))
+    at.checkbox(key="pareto_measured").check().run()
+    assert len(frame(at, "★")) == 4  # measured: two both, one top-1 only, one latency only
+    at.text_input(key="pareto_filter").input(pick_id(demo_run)[:6]).run()
+    assert list(frame(at, "★")["id"]) == [pick_id(demo_run)]
 
 
 def test_device_comparison_has_rank_correlation(monkeypatch, demo_run):
     at = open_page(monkeypatch, demo_run, "Device comparison")
-    pairs = at.dataframe[0].value
-    row = pairs.iloc[0]
+    row = frame(at, "device A").iloc[0]
     assert {row["device A"], row["device B"]} == {"cpu-ort", "cpu-openvino"}
     assert row["shared subnets"] == 12 and row["Kendall τ"] > 0.5 and row["note"] == "ok"
     assert not at.warning
     assert charts(at)
 
 
-def test_subnet_detail_shows_the_arch_and_how_to_export(monkeypatch, demo_run):
+def test_subnet_detail_shows_the_arch_costs_and_how_to_export(monkeypatch, demo_run):
+    from hwnas.run import open_run
+
     at = open_page(monkeypatch, demo_run, "Subnet detail")
-    assert at.code[0].value.startswith("r")
-    assert any("hwnas export" in c.value for c in at.code)
+    run = open_run(demo_run, create=False)
+    arch_json, command = at.code[0].value, at.code[1].value
+    assert run.family.arch_from_json(arch_json, run.space.width_mult).id == pick_id(demo_run)
+    assert command == f"hwnas export --run {demo_run} --device cpu-openvino --subnet {pick_id(demo_run)}"
+    assert metric(at, "MACs").endswith(" M") and metric(at, "Parameters").endswith(" M")
+    latency = frame(at, "p90 ms")
+    assert set(latency["device"]) == {"cpu-ort", "cpu-openvino"} and latency["p90 ms"].notna().all()
 
 
-def test_training_curves(monkeypatch, demo_run):
+def test_training_curves_name_the_loss(monkeypatch, demo_run):
     at = open_page(monkeypatch, demo_run, "Supernet training")
-    assert len(charts(at)) == 2 and len(at.dataframe[0].value) == 6
+    assert len(charts(at)) == 2 and len(frame(at, "first epoch")) == 6
+    title = spec(at, 1)["layer"][-1]["encoding"]["y"]["title"]
+    assert title == "training loss: cross-entropy / cross-entropy + distillation"
+    assert any("distillation" in c.value for c in at.caption)
 
 
 def test_predictor_page_says_what_is_missing(monkeypatch, demo_run):
     at = open_page(monkeypatch, demo_run, "Predictor quality")
     assert any("hwnas latency fit" in c.value for c in at.code)
+    assert at.dataframe  # gene importance from the measurements
+
+
+def test_predictor_page_plots_out_of_fold_points(monkeypatch, demo_run):
+    from hwnas.latency.api import fit_from_run
+
+    _, report = fit_from_run(demo_run, "cpu-openvino", n_classes=10, folds=3)
+    at = open_page(monkeypatch, demo_run, "Predictor quality")
+    points = spec(at)["layer"][-1]
+    assert set(layer_data(at, 0, points)["split"]) == {"out-of-fold"}  # all trained it: none plotted in-sample
+    oof = metric(at, "Cross-validation: within ±10 %")
+    assert oof == f"{100 * report['chosen_metrics']['within_10']:.0f} %"  # the fit's own cross-validation
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -80,146 +188,29 @@ def test_no_run_at_all(monkeypatch, tmp_path):
     assert not at.exception and "No hwnas run" in at.warning[0].value
 
 
-def test_pareto_page_labels_predicted_and_measured(monkeypatch, demo_run):
-    at = open_page(monkeypatch, demo_run, "Pareto front")
-    spec = charts(at)[0].proto.spec
-    assert "latency on cpu-ort (ms)" in spec and "top-1 accuracy (%): predicted, or measured" in spec
-    for series in ("Pareto front (predicted)", "measured, within budget", "latency budget"):
-        assert series in spec
-    assert "ms, predicted" not in spec and '"zero": true' not in spec
+def test_overview_has_one_hypervolume_with_n_and_intervals(monkeypatch, demo_run):
+    at = open_page(monkeypatch, demo_run, "Runs overview")
+    hv = metric(at, "Hypervolume")
+    assert any("area (top-1 % × ms) the front dominates" in c.value for c in at.caption)
+    rec = frame(at, "predicted")
+    top1 = rec.iloc[0]
+    assert top1["measured"] == "95.20" and top1["95 % interval"] == "92.96–96.75" and top1["from"].startswith("500 ")
+    latency = rec.iloc[1]
+    assert latency["95 % interval"] == "1.152–1.248" and "1.272 ms" in latency["from"]
+    runs = frame(at, "searched at")
+    assert list(runs["run"]) == ["demo"] and runs["hypervolume"].iloc[0] == hv
+    at = open_page(monkeypatch, demo_run, "Compare")
+    assert frame(at, "how")["hypervolume at this budget"].iloc[0] == hv  # the same number on Compare
 
 
 def test_compare_page_has_a_budget_slider_and_summary(monkeypatch, demo_run):
     at = open_page(monkeypatch, demo_run, "Compare")
-    assert at.slider, "no budget slider"
-    summary = at.dataframe[0].value
-    assert {"front size", "hypervolume", "best measured top-1 % under budget"} <= set(summary.columns)
-
-
-def test_a_pair_of_devices_with_few_shared_subnets_is_flagged():
-    import numpy as np
-    import pandas as pd
-
-    from hwnas.dashboard.data import device_pairs
-
-    m = pd.DataFrame({"a": [1.0, 2.0, np.nan, 4.0], "b": [1.1, 2.2, 3.0, np.nan]})
-    row = device_pairs(m).iloc[0]
-    assert row["shared subnets"] == 2 and row["Kendall τ"] is None and "not reliable" in row["note"]
-
-
-def test_training_and_held_out_points_are_separated():
-    import pandas as pd
-
-    from hwnas.dashboard.data import pair_metrics, split_pairs
-
-    pairs = pd.DataFrame({"key": ["a", "b", "c", "c"], "predicted_ms": [1.0, 2.0, 3.0, 3.0],
-                          "measured_ms": [1.0, 2.5, 3.0, 3.1], "error_pct": [0.0, -20.0, 0.0, -3.0],
-                          "measured_at": ["2026-01-01T00:00:00+00:00", "2026-01-01T00:10:00+00:00",
-                                          "2026-01-01T00:00:00+00:00", "2026-01-01T00:20:00+00:00"]})
-    split = split_pairs(pairs, pd.Timestamp("2026-01-01T00:05:00", tz="UTC"))
-    assert list(split["split"]) == ["training", "held-out", "training", "training"]
-    m = pair_metrics(split).set_index("points")
-    assert m.loc["held-out", "n"] == 1 and m.loc["held-out", "within ±10 %"] == 0
-    assert m.loc["training", "n"] == 3
-
-
-def test_hypervolume_and_best_under_a_budget():
-    import numpy as np
-    import pandas as pd
-
-    from hwnas.dashboard.data import best_under, hypervolume_2d, pareto_mask
-
-    ms, top1 = np.array([1.0, 2.0, 3.0, 2.5]), np.array([90.0, 95.0, 97.0, 94.0])
-    assert list(pareto_mask(ms, top1)) == [True, True, True, False]
-    assert hypervolume_2d(ms, top1, 4.0) == 90 * 1 + 95 * 1 + 97 * 1
-    df = pd.DataFrame({"id": list("abcd"), "ms": ms, "top1_pred": top1, "measured": [np.nan, 3.5, np.nan, np.nan]})
-    assert best_under(df, 3.0)["id"] == "c" and best_under(df, 2.9)["id"] == "d"
-    assert best_under(df, 0.5) is None
-
-
-def test_exports_are_listed_with_flags(tmp_path):
-    import json
-
-    import pandas as pd
-
-    from hwnas.dashboard.data import RunFiles, load_exports
-
-    b = tmp_path / "exports" / "abc-cpu-ort"
-    b.mkdir(parents=True)
-    (b / "model.json").write_text(json.dumps({"id": "abc", "status": "verified", "accuracy": {"top1": 97.0},
-                                              "latency": {"measured": {"corrected_ms": 1.2}},
-                                              "predicted": {"top1": 97.5, "latency_ms": 1.1,
-                                                            "row": {"search_id": "old"}}}))
-    (b / "verify.json").write_text(json.dumps({"passed": True, "device": "cpu-ort"}))
-    front = pd.DataFrame({"id": ["xyz"], "search_id": ["new"]})
-    search = {"search_id": "new", "settings": {"devices": ["cpu-ort"], "budgets_ms": {"cpu-ort": 1.0}}}
-    row = load_exports(RunFiles(tmp_path), front, search).iloc[0]
-    assert row["device"] == "cpu-ort" and row["status"] == "verified" and row["measured_top1"] == 97.0
-    assert row["over_budget"] and "orphaned" in row["flags"] and "over the current 1 ms budget" in row["flags"]
-    row = load_exports(RunFiles(tmp_path), pd.DataFrame({"id": ["abc"], "search_id": ["new"]}), search).iloc[0]
-    assert "stale" in row["flags"]
-
-
-def test_an_int8_bundle_shows_its_int8_top1(tmp_path):
-    """An INT8 bundle ships the quantized model: its measured top-1 is the INT8 one, with the drop."""
-    import json
-
-    from hwnas.dashboard.data import RunFiles, load_exports
-
-    b = tmp_path / "exports" / "abc-cpu-ort-int8"
-    b.mkdir(parents=True)
-    (b / "model.json").write_text(json.dumps({"id": "abc", "status": "verified", "accuracy": {
-        "top1": 97.0, "int8": {"top1_int8": 96.6, "top1_fp32": 97.0, "drop": 0.4}}}))
-    (b / "verify.json").write_text(json.dumps({"passed": True, "device": "cpu-ort-int8"}))
-    row = load_exports(RunFiles(tmp_path)).iloc[0]
-    assert row["device"] == "cpu-ort-int8" and row["measured_top1"] == 96.6 and row["int8_drop"] == 0.4
-
-
-def test_the_bundle_zip_is_cached_until_a_file_changes(tmp_path):
-    import os
-
-    from hwnas.dashboard.data import bundle_signature
-
-    (tmp_path / "a.bin").write_bytes(b"x" * 10)
-    sig = bundle_signature(tmp_path)
-    assert bundle_signature(tmp_path) == sig
-    os.utime(tmp_path / "a.bin", ns=(1, 1))
-    assert bundle_signature(tmp_path) != sig
-
-
-def test_explored_points_are_the_searchs_own_population(tmp_path):
-    """The grey cloud is what the search scored (explored.csv, written with pareto.csv), thinned to
-    at most n; without that file it falls back to a sample of the space, and says which."""
-    import pandas as pd
-
-    from hwnas.dashboard.data import RunFiles, explored_points
-
-    pd.DataFrame({"top1_pred": range(10), "ms_pred:cpu-ort": [0.1 * i for i in range(10)],
-                  "search_id": "s"}).to_csv(tmp_path / "explored.csv", index=False)
-    df = explored_points(RunFiles(tmp_path), "cpu-ort", n=5)
-    assert list(df.columns) == ["ms", "top1_pred", "source"] and len(df) == 5
-    assert (df["source"] == "search").all()
-    assert explored_points(RunFiles(tmp_path), "cpu-openvino").empty  # not searched, no predictors here
-
-
-def test_subnet_detail_shows_a_finetuned_subnets_numbers(monkeypatch, demo_run, tmp_path):
-    """A fine-tuned subnet's record (what `hwnas finetune` writes) is on its detail page."""
-    import json
-    import shutil
-
-    from hwnas.run import RunFiles
-
-    run = tmp_path / "run"
-    shutil.copytree(demo_run, run)
-    at = open_page(monkeypatch, run, "Subnet detail")
-    chosen = at.selectbox[0].value if at.selectbox else None
-    arch_id = str(chosen).split(" ")[0] if chosen else None
-    assert arch_id
-    folder = RunFiles(run).finetuned(arch_id)
-    folder.mkdir(parents=True)
-    (folder / "subnet.json").write_text(json.dumps({"extra": {"finetune": {
-        "epochs": 3, "top1_before": {"val": 90.1, "test": 90.0}, "top1_after": {"val": 91.2, "test": 91.5},
-        "n": {"val": 5000, "test": 10000}}}}))
-    at = open_page(monkeypatch, run, "Subnet detail")
-    assert any("Fine-tuned for 3 epoch(s)" in i.value and "91.50" in i.value for i in at.info), \
-        [i.value for i in at.info]
+    slider = at.slider[0]
+    assert slider.max >= 1.5 and slider.value == pytest.approx(1.5, abs=0.01)
+    summary = frame(at, "how")
+    assert {"front size", "hypervolume at this budget", "best measured top-1 % within budget"} <= set(summary.columns)
+    assert summary.map(lambda v: isinstance(v, str) and v not in ("None", "nan")).all().all()
+    slider.set_value(slider.min).run()
+    row = frame(at, "how").iloc[0]
+    assert row["recommended at this budget"] == "no subnet of this front fits the budget"
+    assert row["best measured top-1 % within budget"] == "none measured within budget"

@@ -1,14 +1,16 @@
 """The served dashboard in a real browser: Playwright driving Debian's Chromium, on real runs
-made here (two runs, two devices, a verified search, an export left orphaned by a later search).
+made here (two runs, two devices, a verified search, an export left orphaned by a later search),
+at 1400x1000 and 800x900. The driver (serving, opening pages, waiting) is
+`hwnas.dashboard.screenshots`, which also makes the README's pictures.
 
-Screenshots (1400x1000) go to $HWNAS_SCREENSHOT_DIR (experiments/results/dashboard/ when set so).
+Screenshots go to $HWNAS_SCREENSHOT_DIR (a temporary folder by default).
 $HWNAS_DASHBOARD_TEST_RUNS: a folder of runs made earlier by tests/dashboard/runs.py, to skip
 making them (development only)."""
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -18,36 +20,11 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-VIEW = {"width": 1400, "height": 1000}
+from hwnas.dashboard.screenshots import (ARGS, CHROMIUM, NARROW, WIDE, free_port, open_page, settle, shoot,
+                                         start, stop)
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                 reason="Debian chromium not installed (apt-get install chromium)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start(run: Path, port: int) -> subprocess.Popen:
-    """`serve()` in its own process (what `hwnas dashboard` calls), waiting for the port."""
-    env = {**os.environ, "HWNAS_NO_PROGRESS": "1"}
-    code = f"from hwnas.dashboard import serve; raise SystemExit(serve({str(run)!r}, {port}))"
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc
-        except OSError:
-            assert proc.poll() is None, proc.stderr.read().decode()
-            time.sleep(0.3)
-    raise AssertionError("the dashboard did not start within 60 s")
 
 
 def children(pid: int) -> list[int]:
@@ -78,12 +55,17 @@ def runs(tmp_path_factory, tiny_supernet):
 
 
 @pytest.fixture(scope="session")
+def pick(runs) -> str:
+    """The alpha run's recommended subnet: its search's pick."""
+    return json.loads((runs / "alpha" / "search.json").read_text())["best"][0]["id"]
+
+
+@pytest.fixture(scope="session")
 def served(runs):
     port = free_port()
     proc = start(runs, port)
     yield f"http://127.0.0.1:{port}"
-    os.kill(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=30)
+    stop(proc)
 
 
 @pytest.fixture(scope="session")
@@ -96,48 +78,33 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(browser, served):
-    page = browser.new_page(viewport=VIEW)
+def _page(browser, served, view):
+    context = browser.new_context(viewport=view)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=served)
+    page = context.new_page()
     page.set_default_timeout(60_000)
     page.goto(served)
     page.get_by_text("Runs overview", exact=True).first.wait_for()
+    return context, page
+
+
+@pytest.fixture
+def page(browser, served):
+    context, page = _page(browser, served, WIDE)
     yield page
-    page.close()
+    context.close()
 
 
-def shoot(page, name: str, tmp_path: Path) -> None:
-    shots = Path(os.environ.get("HWNAS_SCREENSHOT_DIR", tmp_path))
-    shots.mkdir(parents=True, exist_ok=True)
-    page.wait_for_timeout(800)
-    page.screenshot(path=str(shots / f"{name}.png"), full_page=False)
-    assert (shots / f"{name}.png").stat().st_size > 10_000
+@pytest.fixture
+def narrow(browser, served):
+    context, page = _page(browser, served, NARROW)
+    yield page
+    context.close()
 
 
-def open_page(page, name: str, run: str = "alpha") -> None:
-    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first
-    if run and box.count() and run not in box.inner_text():
-        box.click()
-        page.get_by_role("option").filter(has_text=f"/{run}").first.click()
-    page.locator('[data-testid="stSidebar"]').get_by_text(name, exact=True).first.click()
-    heading = {"Runs overview": f"Run {run}", "Compare": "Compare runs",
-               "Device comparison": "across devices"}.get(name, name)
-    page.get_by_role("heading").filter(has_text=heading).first.wait_for()
-    page.wait_for_timeout(500)
-    settle(page)
-
-
-def settle(page, quiet_ms: int = 1500) -> None:
-    """Wait until Streamlit has not been running for `quiet_ms`."""
-    status = page.locator('[data-testid="stStatusWidget"]')
-    deadline = time.time() + 60
-    quiet_since = time.time()
-    while time.time() < deadline:
-        if status.count() and status.is_visible():
-            quiet_since = time.time()
-        elif (time.time() - quiet_since) * 1000 > quiet_ms:
-            return
-        page.wait_for_timeout(100)
+def screenshot(page, name: str, tmp_path: Path) -> None:
+    path = shoot(page, Path(os.environ.get("HWNAS_SCREENSHOT_DIR", tmp_path)) / f"{name}.png")
+    assert path.stat().st_size > 10_000
 
 
 def no_errors(page) -> None:
@@ -146,47 +113,80 @@ def no_errors(page) -> None:
         page.locator('[data-testid="stAlertContentError"]').first.inner_text()
 
 
-def test_pareto_page_is_at_least_pareto_png(page, tmp_path):
-    open_page(page, "Pareto front")
+def nothing_cut(page) -> None:
+    """No chart wider than its column, no legend or axis label shortened with "…", no metric or
+    caption overflowing its box."""
+    for chart in page.locator(".vega-embed").all():
+        svg, box = chart.locator("svg").first.bounding_box(), chart.bounding_box()
+        assert svg["x"] + svg["width"] <= box["x"] + box["width"] + 1, "a chart is wider than its column"
+        assert "…" not in chart.locator("svg").first.text_content(), "a chart label is cut"
+    overflowing = page.evaluate("""() => [...document.querySelectorAll(
+        '[data-testid="stMetricLabel"], [data-testid="stMetricValue"], [data-testid="stCaptionContainer"]')]
+        .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)""")
+    assert not overflowing, overflowing
+
+
+def test_pareto_page_is_at_least_pareto_png(page, pick, tmp_path):
+    open_page(page, "Pareto front", "alpha")
     page.wait_for_selector(".vega-embed svg .mark-symbol path")
     no_errors(page)
     text = page.locator(".vega-embed").first.inner_html()
-    for label in ("Pareto front (predicted)", "explored subnets (predicted)", "measured, within budget",
-                  "latency budget", "reference model (measured latency)", "held-out MAE",
-                  "latency on cpu-ort (ms)", "top-1 accuracy (%): predicted, or measured on the test split",
-                  "mobilenetv3_small_050"):
+    for label in ("Pareto front (predicted top-1 − σ)", "measured top-1 and latency, within budget",
+                  "latency budget",
+                  "reference model (measured latency)", "out-of-fold MAE", "recommended: the search's pick",
+                  "95 % interval of a measurement", "latency on cpu-ort (ms)",
+                  "top-1 % (search objective; measured where marked)", "mobilenetv3_small_050"):
         assert label in text, label
-    assert page.locator(".vega-embed svg .mark-line path").count() >= 1  # the connected front
-    assert page.locator(".vega-embed svg .mark-rule line").count() >= 3  # links, budget, reference
-    symbols = page.locator(".vega-embed svg .mark-symbol path")  # explored + front + measured
+    assert page.locator(".vega-embed svg .mark-line path").count() >= 1  # the front, a staircase
+    assert page.locator(".vega-embed svg .mark-rule line").count() >= 6  # links, intervals, budget, reference
+    assert page.get_by_text("What is drawn.").count() == 1
+    assert page.get_by_text(f"Recommended (the search's pick): {pick}").count() == 1
+    screenshot(page, "pareto", tmp_path)
+    page.get_by_text("predicted top-1 ± σ (the predictor's mean)").click()  # the explored cloud is of predictions
+    settle(page)
+    no_errors(page)
+    assert "predicted top-1 ± σ" in page.locator(".vega-embed").first.inner_html()  # the σ bars
+    symbols = page.locator(".vega-embed svg .mark-symbol path")
     deadline = time.time() + 60  # the explored layer renders after the front on a busy machine
     while symbols.count() <= 100 and time.time() < deadline:
         page.wait_for_timeout(500)
     assert symbols.count() > 100
-    assert "Click a point" in page.locator('[data-testid="stCaptionContainer"]').first.inner_text()
-    shoot(page, "pareto", tmp_path)
+    assert "explored subnets (predicted)" in page.locator(".vega-embed").first.inner_html()
 
 
-def test_clicking_a_point_opens_its_subnet(page):
-    open_page(page, "Pareto front")
-    page.wait_for_selector(".vega-embed svg .mark-symbol path")
-    # the front's points: the layer whose symbols are filled blue
-    points = page.locator('.vega-embed svg .mark-symbol path[fill="#1f77b4"]')
-    assert points.count() >= 1
-    points.first.click(force=True)
+def test_clicking_the_recommended_subnet_opens_it(page, pick):
+    open_page(page, "Pareto front", "alpha")
+    star = page.locator('.vega-embed svg .mark-symbol.role-mark path[fill="#e6ab02"]')  # the pick's star, on top
+    star.first.wait_for()
+    assert star.count() == 1
+    star.first.click(force=True)
     page.get_by_role("heading").filter(has_text="Subnet detail").first.wait_for()
     settle(page)
-    assert page.get_by_text("From pareto.csv").count() == 1
+    page.get_by_text("★ The search's pick: the subnet this run recommends.").wait_for()
+    assert f"--subnet {pick}" in page.locator('[data-testid="stCode"]').nth(1).inner_text()
+
+
+def test_a_table_row_rings_its_point(page):
+    open_page(page, "Pareto front", "alpha")
+    table = page.locator('[data-testid="stDataFrame"]').first
+    table.wait_for()
+    before = page.locator(".vega-embed svg .mark-symbol.role-mark path").count()
+    table.scroll_into_view_if_needed()
+    box = table.bounding_box()
+    page.mouse.click(box["x"] + 17, box["y"] + 53)  # the first row's selection cell: the recommendation
+    settle(page)
+    assert page.get_by_text("is ringed on the chart").count() == 1
+    assert page.locator(".vega-embed svg .mark-symbol.role-mark path").count() == before + 1
 
 
 def test_subnet_detail_settles_and_offers_the_orphaned_export(page, tmp_path):
-    open_page(page, "Subnet detail")
+    open_page(page, "Subnet detail", "alpha")
     page.get_by_text("exports first").click()
     settle(page)
     no_errors(page)
     assert page.get_by_text("From export only (not in the current pareto.csv)").count() == 1
-    page.get_by_text("verification: verified").wait_for()
     assert page.get_by_text("orphaned").count() >= 1
+    page.get_by_text("verification: verified").wait_for()
     button = page.locator('[data-testid="stDownloadButton"] button').first
     assert button.is_enabled()
     # nothing changes on disk: no rerun for two refresh periods, so the page never shows "running"
@@ -196,24 +196,43 @@ def test_subnet_detail_settles_and_offers_the_orphaned_export(page, tmp_path):
         busy += page.locator('[data-testid="stStatusWidget"]').is_visible()
     assert busy <= 2, f"the page was running {busy} of 40 samples"
     assert button.is_enabled()
-    shoot(page, "subnet", tmp_path)
+    screenshot(page, "subnet", tmp_path)
 
 
-def test_overview_cards_and_export_flags(page, tmp_path):
-    open_page(page, "Runs overview")
+def test_subnet_detail_copies_the_ofa_json_and_names_the_runs_device(page, runs, pick):
+    from hwnas.run import open_run
+
+    open_page(page, "Subnet detail", "alpha")
     no_errors(page)
-    metrics = page.locator('[data-testid="stMetric"]')
-    labels = " | ".join(metrics.all_inner_texts())
-    for label in ("Device (searched)", "Latency budget", "Hypervolume", "Best: top-1 predicted", "Best: top-1 measured (test)",
-                  "Accuracy predictor, held-out MAE", "Exports (verified / all)"):
+    block = page.locator('[data-testid="stCode"]').first
+    block.hover()
+    block.locator("button").first.click()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    run = open_run(runs / "alpha", create=False)
+    assert run.family.arch_from_json(copied, run.space.width_mult).id == pick  # what `export --subnet` parses
+    command = page.locator('[data-testid="stCode"]').nth(1).inner_text()
+    assert f"--device cpu-ort --subnet {pick}" in command
+    for label in ("MACs", "Parameters"):
+        assert page.locator('[data-testid="stMetricLabel"]').filter(has_text=label).count() == 1
+    assert page.get_by_text("p90 ms").count() >= 1
+
+
+def test_overview_cards_runs_and_export_flags(page, pick, tmp_path):
+    open_page(page, "Runs overview", "alpha")
+    no_errors(page)
+    labels = " | ".join(page.locator('[data-testid="stMetric"]').all_inner_texts())
+    for label in ("Device (searched)", "Latency budget", "Hypervolume", "★ Recommended subnet",
+                  "Accuracy MAE (out-of-fold)", "Exports (current / all)"):
         assert label in labels, label
-    assert "cpu-ort" in labels and "1 / 1" in labels
+    assert pick in labels and "0 / 1" in labels and "points" in labels  # the only bundle is orphaned
     assert page.get_by_text("orphaned: not in the current pareto.csv").count() >= 1
-    shoot(page, "overview", tmp_path)
+    assert page.locator('[data-testid="stAppDeployButton"]').count() == 0
+    assert page.get_by_text("Deploy", exact=True).count() == 0
+    screenshot(page, "overview", tmp_path)
 
 
-def test_compare_two_runs_with_a_budget_slider(page, tmp_path):
-    open_page(page, "Compare")
+def test_compare_two_runs_with_a_budget_slider(page, runs, tmp_path):
+    open_page(page, "Compare", "alpha")
     no_errors(page)
     select = page.locator('[data-testid="stMultiSelect"]').first
     assert "alpha · cpu-ort" in select.inner_text() and "beta · cpu-ort" in select.inner_text()
@@ -221,44 +240,64 @@ def test_compare_two_runs_with_a_budget_slider(page, tmp_path):
     page.get_by_role("option").filter(has_text="alpha · cpu-openvino").first.click()
     page.keyboard.press("Escape")
     settle(page)
-    table = page.locator('[data-testid="stDataFrame"]').first
-    table.wait_for()
-    before = page.locator('[data-testid="stSlider"]').first.inner_text()
+    page.locator('[data-testid="stDataFrame"]').first.wait_for()
     slider = page.get_by_role("slider").first
+    top = page.locator('[data-testid="stSlider"] input[type="range"]').first.get_attribute("max")
+    budgets = [json.loads((runs / r / "search.json").read_text())["settings"]["budgets_ms"]["cpu-ort"]
+               for r in ("alpha", "beta")]
+    assert float(top) >= max(budgets)
+
+    def x_ticks() -> list[str]:
+        return page.locator(".vega-embed svg .role-axis-label text").all_inner_texts()
+
+    ticks, before = x_ticks(), page.locator('[data-testid="stSlider"]').first.inner_text()
     slider.focus()
     for _ in range(30):
         page.keyboard.press("ArrowLeft")
     settle(page)
     assert page.locator('[data-testid="stSlider"]').first.inner_text() != before
+    assert x_ticks() == ticks, "the axes moved while the budget changed"
     assert page.locator(".vega-embed svg .mark-line path").count() >= 3  # three fronts overlaid
+    strokes = {p.get_attribute("stroke") for p in page.locator(".vega-embed svg .mark-line path").all()}
+    assert len(strokes) >= 3, "two fronts share a colour"
+    assert "None" not in page.locator('[data-testid="stDataFrame"]').first.inner_text()
     no_errors(page)
-    shoot(page, "compare", tmp_path)
+    screenshot(page, "compare", tmp_path)
 
 
 def test_predictor_quality_separates_held_out_points(page, tmp_path):
-    open_page(page, "Predictor quality")
+    open_page(page, "Predictor quality", "alpha")
     no_errors(page)
     labels = " | ".join(page.locator('[data-testid="stMetric"]').all_inner_texts())
     assert "Held-out: within ±10 %" in labels and "Cross-validation" in labels and "Training fit" in labels
-    assert "Held-out MAE" in labels
+    assert "Out-of-fold MAE" in labels and "points" in labels
     html = page.locator(".vega-embed").first.inner_html()
-    assert "y = x (perfect prediction)" in html and "±10 % of measured" in html
+    assert "y = x (perfect prediction)" in html and "±10 % of measured" in html and "out-of-fold" in html
+    assert "training fit (in-sample)" not in html  # never plotted
     assert "Count of Records" not in page.content()
-    shoot(page, "predictors", tmp_path)
+    screenshot(page, "predictors", tmp_path)
+
+
+@pytest.mark.parametrize("name", ["Pareto front", "Runs overview", "Compare", "Subnet detail", "Predictor quality"])
+def test_nothing_is_cut_at_800_px(narrow, name):
+    open_page(narrow, name, "alpha")
+    narrow.wait_for_timeout(2000)  # charts draw after the page settles
+    no_errors(narrow)
+    nothing_cut(narrow)
 
 
 def test_device_comparison_shows_n(page, tmp_path):
-    open_page(page, "Device comparison")
+    open_page(page, "Device comparison", "alpha")
     no_errors(page)
     assert page.get_by_text("subnets measured on both").count() >= 1
-    shoot(page, "devices", tmp_path)
+    screenshot(page, "devices", tmp_path)
 
 
 def test_training_page(page, tmp_path):
-    open_page(page, "Supernet training")
+    open_page(page, "Supernet training", "alpha")
     no_errors(page)
     assert page.get_by_text("Checkpoint:").count() >= 1
-    shoot(page, "training", tmp_path)
+    screenshot(page, "training", tmp_path)
 
 
 def test_sigterm_stops_the_streamlit_child(runs):

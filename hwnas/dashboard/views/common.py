@@ -10,15 +10,45 @@ import streamlit as st
 
 from hwnas.dashboard import data
 
+MISSING = "—"  # what a table shows for a value that does not exist (never "None")
+
 
 def show_missing(what: str, command: str) -> None:
     st.info(f"No {what} in this run yet. Make it with:")
     st.code(command, language="bash")
 
 
+def table(df: pd.DataFrame, **kw) -> object:
+    """`st.dataframe` without an index and with a dash, not "None", where a value is missing."""
+    kw.setdefault("hide_index", True)
+    kw.setdefault("width", "stretch")
+    return st.dataframe(df, placeholder=MISSING, **kw)
+
+
+def metrics(*items: tuple) -> None:
+    """A row of `st.metric`s, (label, value) or (label, value, help) each, that wraps onto more rows
+    where the page is narrow instead of cutting labels and values."""
+    with st.container(horizontal=True, gap="medium"):
+        for label, value, *help_ in items:
+            st.metric(label, value, help=help_[0] if help_ else None, width="content")
+
+
+def goto_subnet(arch_id: str) -> None:
+    """Open Subnet detail on `arch_id` (the app applies it at the start of the next run)."""
+    st.session_state["goto"] = ("Subnet detail", arch_id)
+    st.rerun()
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
 def cached_explored(root: str, device: str, key: tuple) -> pd.DataFrame:  # noqa: ARG001 (key: cache on mtimes)
     return data.explored_points(data.RunFiles(Path(root)), device)
+
+
+@st.cache_data(show_spinner="Recomputing the latency predictor's out-of-fold predictions…", max_entries=8)
+def cached_latency_quality(root: str, device: str, key: tuple) -> dict:  # noqa: ARG001
+    from hwnas.dashboard.quality import latency_quality
+
+    return latency_quality(data.RunFiles(Path(root)), device)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
@@ -29,9 +59,9 @@ def cached_zip(folder: str, signature: tuple) -> bytes:  # noqa: ARG001 (signatu
 def fmt_num(v, fmt: str = ".2f", unit: str = "") -> str:
     try:
         if v is None or pd.isna(v):
-            return "—"
+            return MISSING
     except (TypeError, ValueError):
-        return "—"
+        return MISSING
     return f"{float(v):{fmt}}{unit}"
 
 

@@ -1,78 +1,117 @@
-"""Compare runs and devices: overlaid fronts, a summary table and a budget slider."""
+"""Compare runs and devices: overlaid fronts, a budget slider and a summary at that budget."""
 
 from __future__ import annotations
 
+import math
 
 import altair as alt
 import pandas as pd
 import streamlit as st
 
-from hwnas.dashboard import charts, data
-from hwnas.dashboard.views.common import all_runs, show_missing
+from hwnas.dashboard import charts, data, summary
+from hwnas.dashboard.views.common import all_runs, show_missing, table
+
+SEP = " · "
+
+
+def _options(runs) -> list[str]:
+    """"run · device" for every run with a front: its searched device and every device it has a
+    latency predictor for."""
+    options = []
+    for run in runs:
+        rf = data.RunFiles(run)
+        if not rf.pareto.exists():
+            continue
+        devices = {p.stem.removeprefix("latency-") for p in rf.predictors.glob("latency-*.json")} \
+            if rf.predictors.exists() else set()
+        searched = data.searched_device(data.load_search(rf), data.load_pareto(rf))
+        options += [f"{run.name}{SEP}{d}" for d in sorted(devices | ({searched} if searched else set()))]
+    return options
+
+
+def slider_range(fronts: dict[tuple[str, str], data.RunFront]) -> tuple[float, float, float, float]:
+    """(min, max, start, step) of the budget slider: from the fastest front member to past the
+    slowest front member or measurement and past every run's own budget (rounded outwards, so the
+    maximum is never below a budget), starting at the first run's budget."""
+    ms = pd.concat([f.df.loc[f.df["on_front"], "ms"] for f in fronts.values()]
+                   + [f.df["measured"].dropna() for f in fronts.values()])
+    budgets = [f.budget for f in fronts.values() if f.budget]
+    hi_value = max([float(ms.max())] + budgets) * 1.05
+    step = 10 ** math.floor(math.log10(max(hi_value - float(ms.min()), 1e-6) / 200))
+    lo, hi = math.floor(float(ms.min()) / step) * step, math.ceil(hi_value / step) * step
+    start = budgets[0] if budgets else float(ms.median())
+    return lo, hi, min(max(round(start / step) * step, lo), hi), step
 
 
 def page_compare(files: data.RunFiles) -> None:
     st.header("Compare runs and devices")
     runs = all_runs()
-    options = []
-    for run in runs:
-        rf = data.RunFiles(run)
-        devices = {p.stem.removeprefix("latency-") for p in rf.predictors.glob("latency-*.json")} \
-            if rf.predictors.exists() else set()
-        searched = data.searched_device(data.load_search(rf), data.load_pareto(rf))
-        if rf.pareto.exists():
-            options += [f"{run.name} · {d}" for d in sorted(devices | ({searched} if searched else set()))]
+    options = _options(runs)
     if not options:
-        show_missing("Pareto front to compare", f"hwnas search --run {files.root} --device cpu-ort --latency-ms X --pareto")
+        show_missing("Pareto front to compare", f"hwnas search --run {files.root} --device "
+                                                f"{data.run_device(files)} --latency-ms X --pareto")
         return
     by_name = {r.name: data.RunFiles(r) for r in runs}
-    default = [o for o in options if o.split(" · ")[1] == (data.searched_device(
-        data.load_search(by_name[o.split(" · ")[0]])) or "")] or options[:1]
+    default = [o for o in options if o.split(SEP)[1] == (data.searched_device(
+        data.load_search(by_name[o.split(SEP)[0]])) or "")] or options[:1]
     chosen = st.multiselect("Runs · devices (each front re-read on that device: its latency predictor there)",
                             options, default=default, key="compare_series")
-    series = {}
+    fronts = {}
     for o in chosen:
-        run, device = o.split(" · ")
-        df = data.front_on(by_name[run], device)
-        if not df.empty:
-            series[(run, device)] = (by_name[run], df)
-    if not series:
+        run, device = o.split(SEP)
+        front = data.load_front(by_name[run], device)
+        if not front.df.empty:
+            fronts[(run, device)] = front
+    if not fronts:
         st.info("Pick at least one run · device with a Pareto front.")
         return
-    all_ms = pd.concat([df["ms"] for _, df in series.values()])
-    budgets = [data.budget_of(data.load_search(f), d) for (_, d), (f, _) in series.items()]
-    start = next((b for b in budgets if b), float(all_ms.median()))
-    lo, hi = float(all_ms.min()), float(max(all_ms.max(), start))
-    budget = st.slider("Latency budget (ms): the best subnet under it is re-selected on every front",
-                       min_value=round(lo, 4), max_value=round(hi * 1.05, 4), value=round(start, 4),
-                       step=round(max((hi - lo) / 200, 1e-4), 4), format="%.4f", key="compare_budget")
-    lines, picks = [], []
-    for (run, device), (_, df) in series.items():
-        f = df[df["on_front"]].assign(series=f"{run} · {device}")
-        lines.append(f)
-        best = data.best_under(f, budget)
-        if best is not None:
-            picks.append(best.to_frame().T.assign(series=f"{run} · {device}"))
-    lines_df = pd.concat(lines)
-    dom = data.tight_domain(list(lines_df["ms"]) + [budget])
-    colour = alt.Color("series:N", title="run · device")
-    x = alt.X("ms:Q", title="latency (ms, predicted on that device)", scale=alt.Scale(domain=dom, zero=False))
-    yy = alt.Y("top1_pred:Q", title="top-1 (%, predicted)", scale=alt.Scale(zero=False))
-    tip = ["series:N", "id:N", alt.Tooltip("top1_pred:Q", format=".2f", title="top-1 predicted (%)"),
-           alt.Tooltip("ms:Q", format=".3f", title="latency predicted (ms)"),
-           alt.Tooltip("measured:Q", format=".3f", title="latency measured (ms)"),
-           alt.Tooltip("measured_top1:Q", format=".2f", title="top-1 measured (%)")]
-    layers = [alt.Chart(lines_df).mark_line(interpolate="step-after", point=True, clip=True).encode(
-        x=x, y=yy, color=colour, tooltip=tip),
-        alt.Chart(pd.DataFrame({"ms": [budget]})).mark_rule(strokeDash=[6, 4], color="black").encode(x="ms:Q")]
-    if picks:
-        p = pd.concat(picks)
-        p["ms"], p["top1_pred"] = p["ms"].astype(float), p["top1_pred"].astype(float)
-        layers.append(alt.Chart(p).mark_point(size=300, strokeWidth=3, clip=True).encode(
-            x=x, y=yy, color=colour, tooltip=tip))
-    st.altair_chart(charts.svg(alt.layer(*layers).properties(height=480)), width="stretch")
-    st.caption("Lines: each front, predicted; rings: the best subnet under the budget (measured latency where "
-               "measured, else predicted); dashed: the budget.")
-    summary = data.compare_summary(series, budget)
+    lo, hi, start, step = slider_range(fronts)
+    budget = st.slider("Latency budget (ms): the recommended subnet at it is re-selected on every front",
+                       min_value=lo, max_value=hi, value=start, step=step, format="%.4f", key="compare_budget")
+    st.altair_chart(charts.svg(_chart(fronts, budget, [lo, hi], step / 2)), width="stretch")
+    st.caption("Lines: each front as its search ranked it (predicted top-1 − σ); rings: the subnet each front "
+               "recommends at this budget (at a run's own budget the search's pick; elsewhere a what-if from "
+               "its measurements, else its predictions); dashed: the budget. The x axis spans the slider's range.")
     st.subheader("Summary at this budget")
-    st.dataframe(summary, hide_index=True, width="stretch")
+    table(summary.compare_summary(fronts, budget, step / 2))
+
+
+def _chart(fronts: dict[tuple[str, str], data.RunFront], budget: float, x_dom: list[float], tolerance: float
+           ) -> alt.LayerChart:
+    """Every front as a step line (one distinct hue per series) with the subnet it recommends at
+    `budget` ringed (a run's own budget within `tolerance`: its search's pick); axes fixed to the
+    slider's range and to every point and ring."""
+    names = [f"{run}{SEP}{device}" for run, device in fronts]
+    colour = alt.Color("series:N", title="run · device", legend=charts.legend(),
+                       scale=alt.Scale(domain=names, range=charts.SERIES_COLOURS[:len(names)] or None))
+    lines, picks = [], []
+    for (run, device), front in fronts.items():
+        name = f"{run}{SEP}{device}"
+        lines.append(front.df[front.df["on_front"]].assign(series=name))
+        row, _ = summary.pick_under(front, budget, tolerance)
+        if row is not None:
+            at = row.copy()
+            at["x"] = row["measured"] if pd.notna(row["measured"]) else row["ms"]
+            at["y"] = row["measured_top1"] if pd.notna(row["measured_top1"]) else row["objective"]
+            picks.append(at.to_frame().T.assign(series=name))
+    lines_df = pd.concat(lines)
+    picks_df = pd.concat(picks) if picks else pd.DataFrame(columns=["x", "y", "series", "id"])
+    for col in ("x", "y"):
+        picks_df[col] = picks_df[col].astype(float)
+    every = pd.concat([f.df for f in fronts.values()])  # any ring sits on one of these: y fixed while dragging
+    y_dom = data.tight_domain(list(every["objective"]) + list(every["measured_top1"]), pad=0.12)
+    x = lambda f: alt.X(f, title="latency ms (predicted on that device; rings: measured if measured)",  # noqa: E731
+                        scale=alt.Scale(domain=x_dom, zero=False, nice=False))
+    y = lambda f: alt.Y(f, title="top-1 % (objective; rings: measured if measured)",  # noqa: E731
+                        scale=alt.Scale(domain=y_dom, zero=False, nice=False))
+    tip = ["series:N", "id:N", alt.Tooltip("objective:Q", format=".2f", title="top-1 objective (%)"),
+           alt.Tooltip("ms:Q", format=".3f", title="latency predicted (ms)")]
+    layers = [alt.Chart(lines_df).mark_line(interpolate="step-after", point=True, clip=True).encode(
+        x=x("ms:Q"), y=y("objective:Q"), color=colour, tooltip=tip),
+        alt.Chart(pd.DataFrame({"ms": [budget]})).mark_rule(strokeDash=[6, 4], color="black").encode(x=x("ms:Q"))]
+    if not picks_df.empty:
+        layers.append(alt.Chart(picks_df).mark_point(size=300, strokeWidth=3, clip=False).encode(
+            x=x("x:Q"), y=y("y:Q"), color=colour,
+            tooltip=["series:N", "id:N", alt.Tooltip("y:Q", format=".2f", title="top-1 (%)"),
+                     alt.Tooltip("x:Q", format=".3f", title="latency (ms)")]))
+    return alt.layer(*layers).properties(height=charts.with_legend(420, len(names)))

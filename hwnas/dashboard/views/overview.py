@@ -1,47 +1,60 @@
-"""Runs overview: headline cards, the pipeline's stages, exports and their flags."""
+"""Runs overview: every run under the folder with its settings, then this run's headline cards (the
+recommended subnet with n and intervals), its pipeline stages, exports and their flags."""
 
 from __future__ import annotations
-
 
 import pandas as pd
 import streamlit as st
 
-from hwnas.dashboard import data
-from hwnas.dashboard.views.common import fmt_num
+from hwnas.dashboard import data, stats, summary
+from hwnas.dashboard.views.common import all_runs, fmt_num, metrics, table
 
 
 def page_overview(files: data.RunFiles) -> None:
     st.header(f"Run `{files.root.name}`")
-    h = data.headline(files)
-    best = h["best"] or {}
-    acc = h["accuracy"] or {}
-    exports = h["exports"]
-    c = st.columns(4)
-    c[0].metric("Device (searched)", h["device"] or "—")
-    c[1].metric("Latency budget", fmt_num(h["budget_ms"], ".4g", " ms"))
-    c[2].metric("Front size (predicted)", h["front_size"] if h["front_size"] is not None else "—")
-    c[3].metric("Hypervolume (top-1 % × ms)", fmt_num(h["hypervolume"], ".4g"),
-                help="Area dominated by the predicted front up to (0 %, budget); larger is better.")
-    c = st.columns(4)
-    c[0].metric("Best subnet", best.get("id") or "—",
-                help="search.json's first pick: measured within budget when the search was verified.")
-    c[1].metric("Best: top-1 predicted", fmt_num(best.get("top1_pred"), ".2f", " %"))
-    c[2].metric("Best: top-1 measured (test)", fmt_num(best.get("measured_top1"), ".2f", " %"))
-    c[3].metric("Accuracy predictor, held-out MAE",
-                fmt_num(acc.get("oof_mae"), ".2f", " %") if acc else "—",
-                help=f"{acc.get('folds')}-fold out-of-fold on {acc.get('oof_n')} subnets" if acc else None)
-    n_ok = int((exports["status"] == "verified").sum()) if not exports.empty else 0
-    c = st.columns(4)
-    c[0].metric("Best: latency predicted", fmt_num(best.get("ms_pred"), ".3f", " ms"))
-    c[1].metric("Best: latency measured", fmt_num(best.get("measured_ms"), ".3f", " ms"))
-    c[2].metric("Exports (verified / all)", f"{n_ok} / {len(exports)}")
-    c[3].metric(f"Search ({h['algo'] or '—'})", "verified" if h["verified"] else "not verified",
-                help=f"search id {h['search_id']}")
-    for _, e in exports.iterrows():
+    h = summary.headline(files)
+    _search_cards(h)
+    _recommended_cards(h)
+    for _, e in h["exports"].iterrows():
         if e["flags"] != "ok":
             st.warning(f"Export `{e['bundle']}`: {e['flags']}.")
     st.subheader("Pipeline")
-    st.dataframe(pd.DataFrame(data.run_status(files)), hide_index=True, width="stretch")
-    if not exports.empty:
+    table(pd.DataFrame(data.run_status(files)))
+    if not h["exports"].empty:
         st.subheader("Exports")
-        st.dataframe(exports.drop(columns=["path"]), hide_index=True, width="stretch")
+        table(h["exports"].drop(columns=["path"]))
+    runs = all_runs()
+    st.subheader(f"All runs ({len(runs)})")
+    table(summary.runs_table(runs), column_config={"path": st.column_config.TextColumn(width="small")})
+
+
+def _search_cards(h: dict) -> None:
+    metrics(("Device (searched)", h["device"] or "—"), ("Latency budget", fmt_num(h["budget_ms"], ".4g", " ms")),
+            ("Front size", h["front_size"] if h["front_size"] is not None else "—"),
+            ("Hypervolume (top-1 % × ms)", fmt_num(h["hypervolume"], ".4g"), stats.HYPERVOLUME_TEXT))
+    extra = ""
+    if len(h["search_objectives"]) > 2:
+        extra = (f" The search had {len(h['search_objectives'])} objectives ({', '.join(h['search_objectives'])}); "
+                 "this is its two-objective (top-1, latency) part, which Compare shows too.")
+    st.caption(f"Hypervolume: the {stats.HYPERVOLUME_TEXT}.{extra}")
+
+
+def _recommended_cards(h: dict) -> None:
+    best = h["best"] or {}
+    acc = h["accuracy"] or {}
+    exports = h["exports_state"]
+    metrics(("★ Recommended subnet", best.get("id") or "none",
+             "The search's pick (search.json's first `best`): measured within the budget when the search verified. "
+             "Every page highlights this subnet."),
+            ("Accuracy MAE (out-of-fold)", fmt_num(acc.get("oof_mae"), ".2f", " points") if acc else "—",
+             f"The accuracy predictor's {acc.get('folds')}-fold out-of-fold error on {acc.get('oof_n')} subnets, in "
+             "top-1 points" if acc else None),
+            ("Exports (current / all)", f"{exports['current']} / {exports['total']}",
+             "Current: verified bundles for the searched device of a subnet in the current pareto.csv."),
+            (f"Search ({h['algo'] or '—'})", "verified" if h["verified"] else "not verified",
+             f"search id {h['search_id']}"))
+    if best:
+        st.markdown(f"**★ Recommended `{best['id']}`: predicted vs measured**")
+        table(summary.recommended_table(best, h["device"]), width="content")
+    if exports["total"] and exports["status"] != "done":
+        st.info(f"Exports: {exports['text']}.")

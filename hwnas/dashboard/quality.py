@@ -1,0 +1,191 @@
+"""How good the run's predictors are, honestly: held-out points apart from the ones a predictor was
+fitted on, and those shown as out-of-fold predictions (each predicted by a model fitted without it),
+never as the in-sample fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hwnas.dashboard import stats
+from hwnas.dashboard.data import RunFiles, arch_codes, load_accuracy, load_measurements, run_space
+
+__all__ = ["HELD_OUT", "OUT_OF_FOLD", "IN_SAMPLE", "accuracy_error", "split_pairs", "pair_metrics",
+           "latency_quality", "predictor_meta", "gene_importance"]
+
+HELD_OUT = "held-out"  # measured after the predictor was fitted
+OUT_OF_FOLD = "out-of-fold"  # trained it: predicted by the fold model that did not see it
+IN_SAMPLE = "training fit (in-sample)"  # trained it, predicted by the final model: optimistic
+
+
+def accuracy_error(files: RunFiles, search: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The accuracy predictor's quality: out-of-fold (held-out) and training-fit errors, with n,
+    in top-1 points. From search.json's report, else the predictor file; None without metrics.
+    Candidates carry a `name` that tells two of one kind apart (their settings)."""
+    metrics = ((search or {}).get("accuracy_predictor") or {}).get("metrics")
+    kind = ((search or {}).get("accuracy_predictor") or {}).get("kind")
+    if not metrics:
+        try:
+            doc = json.loads(files.accuracy_predictor.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        metrics = (doc.get("meta") or {}).get("metrics")
+        kind = kind or doc.get("kind")
+    if not metrics or not metrics.get("oof"):
+        return None
+    oof, train = metrics["oof"], metrics.get("train") or {}
+    cands = [dict(c) for c in metrics.get("candidates") or []]
+    names = stats.distinct_names([c.get("name") or c.get("kind") or "?" for c in cands],
+                                 [c.get("settings") for c in cands])
+    for c, name in zip(cands, names):
+        c["name"] = name
+    return {"kind": kind or (metrics.get("chosen") or {}).get("name"), "folds": metrics.get("folds"),
+            "oof_mae": oof.get("mae"), "oof_rmse": oof.get("rmse"), "oof_tau": oof.get("kendall_tau"),
+            "oof_n": oof.get("n"), "within_1_sigma": oof.get("within_1_sigma"),
+            "train_mae": train.get("mae"), "train_tau": train.get("kendall_tau"), "train_n": train.get("n"),
+            "learning_curve": metrics.get("learning_curve") or [], "candidates": cands}
+
+
+def _fit_time(path: Path) -> pd.Timestamp | None:
+    return pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC") if path.exists() else None
+
+
+def split_pairs(pairs: pd.DataFrame, fitted_at: pd.Timestamp | None) -> pd.DataFrame:
+    """Label each measured subnet `out-of-fold` (measured before the predictor was fitted, so it
+    trained it) or `held-out` (measured afterwards: by a search's verification or an export)."""
+    df = pairs.copy()
+    if df.empty:
+        return df
+    if fitted_at is None or "measured_at" not in df.columns:
+        df["split"] = OUT_OF_FOLD
+        return df
+    when = pd.to_datetime(df["measured_at"], utc=True, errors="coerce")
+    first = when.groupby(df["key"]).transform("min")
+    # measured_at has one-second resolution: a row measured in the fit's own second trained it
+    df["split"] = np.where(first > fitted_at.floor("s"), HELD_OUT, OUT_OF_FOLD)
+    return df
+
+
+def _metrics_row(label: str, predicted: pd.Series, measured: pd.Series) -> dict[str, Any]:
+    n = len(predicted)
+    err = 100 * (predicted.to_numpy(float) / measured.to_numpy(float) - 1) if n else np.zeros(0)
+    tau = None
+    if n >= 3:
+        tau = float(pd.Series(predicted.to_numpy()).corr(pd.Series(measured.to_numpy()), method="kendall"))
+    return {"points": label, "n": n, "within ±10 %": float((np.abs(err) <= 10).mean() * 100) if n else None,
+            "mean |error| %": float(np.abs(err).mean()) if n else None, "Kendall τ": tau}
+
+
+def pair_metrics(pairs: pd.DataFrame) -> pd.DataFrame:
+    """n, share within ±10 %, mean abs error %, Kendall tau (None below 3 points) of the held-out
+    points, of the out-of-fold predictions and (optimistic) of the in-sample fit (`fit_ms`)."""
+    rows = []
+    for split in (HELD_OUT, OUT_OF_FOLD):
+        df = pairs[pairs["split"] == split] if not pairs.empty else pairs
+        rows.append(_metrics_row(split, df.get("predicted_ms", pd.Series(dtype=float)),
+                                 df.get("measured_ms", pd.Series(dtype=float))))
+    if "fit_ms" in pairs.columns:
+        df = pairs[pairs["split"] != HELD_OUT]
+        rows.append(_metrics_row(IN_SAMPLE, df["fit_ms"], df["measured_ms"]))
+    return pd.DataFrame(rows)
+
+
+def predictor_meta(files: RunFiles, device: str) -> dict[str, Any]:
+    """The latency predictor file's `meta` (its fit report under ``cv``), {} when unreadable."""
+    try:
+        return json.loads(files.latency_predictor(device).read_text()).get("meta") or {}
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return {}
+
+
+def _out_of_fold(predictor, m: np.ndarray, y: np.ndarray, cv: dict[str, Any]) -> np.ndarray | None:
+    """The fit's own cross-validation predictions (same folds and seed), or None when they cannot
+    be recomputed (too few rows, a predictor kind that cannot be refitted here)."""
+    from hwnas.latency.select import cross_val_predict
+
+    if len(y) < 3:
+        return None
+    try:
+        return np.asarray(cross_val_predict(predictor, m, y, cv.get("folds"), int(cv.get("seed") or 0)), float)
+    except Exception:  # noqa: BLE001 - the page falls back to the in-sample fit, and says so
+        return None
+
+
+def latency_quality(files: RunFiles, device: str) -> dict[str, Any]:
+    """Measured vs predicted latency of the device's measured subnets: held-out points (measured
+    after the fit) predicted by the fitted predictor, and the subnets it was fitted on predicted
+    out-of-fold (the fit's own cross-validation, recomputed); their metrics, and the fit's report."""
+    path = files.latency_predictor(device)
+    df = load_measurements(files)
+    if df.empty or not path.exists():
+        return {"pairs": pd.DataFrame()}
+    df = df[(df["device"] == device) & (df["kind"] == "subnet")]
+    if df.empty:
+        return {"pairs": df}
+    from hwnas.latency import load_predictor
+
+    predictor = load_predictor(path)
+    df = split_pairs(df, _fit_time(path))
+    first = df.drop_duplicates("key")
+    pairs = df.groupby("key", as_index=False, sort=False).agg(
+        measured_ms=("corrected_ms", "median"), split=("split", "first"),
+        measured_at=("measured_at", "min") if "measured_at" in df.columns else ("key", "first"),
+        macs=("macs", "first"))
+    codes = arch_codes(files, first)
+    pairs["fit_ms"] = np.asarray(predictor.predict(codes), float)
+    pairs["predicted_ms"] = pairs["fit_ms"]
+    meta = predictor_meta(files, device)
+    cv = meta.get("cv") or {}
+    trained = (pairs["split"] == OUT_OF_FOLD).to_numpy()
+    oof = _out_of_fold(predictor, codes[trained], pairs.loc[trained, "measured_ms"].to_numpy(float), cv)
+    if oof is None:
+        pairs.loc[trained, "split"] = IN_SAMPLE
+    else:
+        pairs.loc[trained, "predicted_ms"] = oof
+    pairs["error_pct"] = 100 * (pairs["predicted_ms"] / pairs["measured_ms"] - 1)
+    return {"pairs": pairs, "metrics": pair_metrics(pairs), "cv": cv, "n_train": meta.get("n_train"),
+            "chosen": cv.get("chosen"), "out_of_fold": oof is not None}
+
+
+def _gene_groups(space) -> dict[str, list[int]]:
+    """Gene group -> its columns in a flat row (the resolution first, then each group's genes)."""
+    groups, at = {"resolution (r)": [0]}, 1
+    for g in space.family.gene_groups():
+        groups[g.name] = list(range(at, at + g.count))
+        at += g.count
+    return groups
+
+
+def _used_codes(space, codes: np.ndarray) -> np.ndarray:
+    """The rows' codes with the genes that do not change the network (inactive) set to NaN."""
+    out = codes.astype(np.float64)
+    out[:, 1:][~space.family.active_mask(codes)] = np.nan
+    return out
+
+
+def gene_importance(files: RunFiles) -> pd.DataFrame:
+    """Which gene groups drive measured top-1 (the accuracy table) and measured latency (each
+    device's profiled subnets): Spearman ρ of the group's mean gene value with each, with n. A
+    rank correlation of one group at a time: genes that move together share the credit."""
+    space = run_space(files)
+    groups = _gene_groups(space)
+    out = pd.DataFrame({"gene group": list(groups), "genes": [len(c) for c in groups.values()]})
+    targets = []
+    acc = load_accuracy(files)
+    if not acc.empty and "top1" in acc.columns:
+        targets.append((f"top-1 (accuracy table, n={len(acc)})", acc, acc["top1"]))
+    measured = load_measurements(files)
+    if not measured.empty:
+        subnets = measured[measured["kind"] == "subnet"]
+        for device, rows in subnets.groupby("device"):
+            median = rows.groupby("key", sort=False)["corrected_ms"].median()
+            rows = rows.drop_duplicates("key").assign(corrected_ms=lambda d: d["key"].map(median))
+            targets.append((f"latency on {device} (n={len(rows)})", rows, rows["corrected_ms"]))
+    for name, rows, y in targets:
+        rho = stats.gene_correlations(_used_codes(space, arch_codes(files, rows)), groups, y.to_numpy(float))
+        out[f"ρ with {name}"] = out["gene group"].map(rho)
+    return out
