@@ -20,7 +20,7 @@ __all__ = ["FORMAT", "VERSION", "SHIPPED_NAME", "CheckpointPaths", "checkpoint_p
 
 FORMAT = "hwnas-supernet"
 VERSION = 1
-SHIPPED_NAME = "supernet_mnist"
+SHIPPED_NAME = "supernet_fashion"
 
 
 class CheckpointPaths(NamedTuple):
