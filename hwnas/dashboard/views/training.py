@@ -40,7 +40,7 @@ def page_training(files: data.RunFiles) -> None:
     log = data.load_train_log(path)
     if log.empty:
         show_missing("training log for this run's supernet",
-                     "hwnas train --config experiments/supernet_mnist.yaml --out runs/supernet")
+                     "hwnas train --config experiments/supernet_fashion.yaml --out runs/supernet")
         return
     bounds = data.phase_bounds(log)
     order = list(bounds["phase"])
