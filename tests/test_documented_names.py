@@ -37,3 +37,19 @@ def test_names_promised_in_issues_stay(path):
     for part in path.split(".")[1:]:
         obj = getattr(obj, part) if hasattr(obj, part) else importlib.import_module(f"{obj.__name__}.{part}")
     assert obj is not None
+
+
+_LINK = re.compile(r"\]\((?!https?:|#)([^)#\s]+)")
+
+
+@pytest.mark.parametrize("doc", [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))],
+                         ids=lambda p: p.name)
+def test_relative_links_and_pictures_exist(doc):
+    missing = [link for link in _LINK.findall(doc.read_text()) if not (doc.parent / link).exists()]
+    assert not missing, f"{doc.name} links to missing files: {missing}"
+
+
+def test_the_readme_is_a_landing_page():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200 and "![" in text
+    assert text.index(".venv/bin/hwnas quickstart") < text.index("python -m pytest")  # the two commands first
