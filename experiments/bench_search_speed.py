@@ -1,5 +1,6 @@
 """Benchmark: wall time of one constrained evolutionary search at Once-for-All's default budget,
-against Once-for-All's own `EvolutionFinder`, in the same process, interleaved.
+against Once-for-All's own `EvolutionFinder`, in the same process, interleaved -- on a run of any
+family (OFA-MobileNetV3, ProxylessNAS, ResNet50).
 
 Population 100, 25 % parents, mutation probability 0.1 / mutation ratio 0.5, 500 generations
 (50,100 accuracy-predictor calls) on a real run's fitted predictors (`--run DIR`, e.g. a copy of
@@ -16,12 +17,21 @@ Compared, repeat by repeat on the same machine at the same moment (shared machin
   --no-verify``, each in a fresh process (the CLI's only search in its process, as a user and
   issue 19's check time it), after the interleaved repeats; its ratio to OFA's median;
 - ``ofa_evolution_finder``: the official `ofa.nas.search_algorithm.EvolutionFinder` (PyPI `ofa`)
-  with its `MobileNetArchEncoder` and `AccuracyPredictor` (3x400 MLP on CPU, random weights:
-  timing only), and as efficiency predictor a per-block dict lookup table (OFA's `LatencyTable`
-  style) fitted to the run's latency predictor, at the same budget.
+  with the family's arch encoder (`MobileNetArchEncoder`; for ProxylessNAS its 6-stage "mbv2"
+  layout of 21 blocks; `ResNetArchEncoder`) and `AccuracyPredictor` (3x400 MLP on CPU, random
+  weights: timing only), and as efficiency predictor a per-block dict lookup table (OFA's
+  `LatencyTable` style: one dict lookup per running block, keyed by the block's genes and the
+  shared genes and resolution its shapes depend on) fitted to the run's latency predictor, at the
+  same budget.
 
     .venv/bin/python experiments/bench_search_speed.py --run /tmp/qs_copy [--repeats 7 --reference-repeats 7]
     .venv/bin/python experiments/bench_search_speed.py --per-kind-only   # just the table below
+    .venv/bin/python experiments/bench_search_speed.py --tiny ofa-proxyless   # (and ofa-resnet50)
+
+``--tiny FAMILY`` first makes a tiny run of the family as a user would (`hwnas train --family F`
+for a few steps on MNIST-embedded at r 32-40, `hwnas profile` 8 subnets, `hwnas latency fit`,
+`hwnas accuracy build --samples 20`; the settings of tests/e2e/test_family_pipeline.py) and
+benchmarks on it at the median measured latency, writing experiments/results/search_speed_<F>.json.
 
 ``per_kind``: the same search with latency predictors `fit_best` fits to the real CPU table, one per
 kind it can select, each timed on its fast path (``table``: exact additive table; ``vectorised``:
@@ -50,7 +60,21 @@ from hwnas.latency.base import single_thread
 from hwnas.search.evolution import EvolutionSettings, evolution_search
 from hwnas.search.operators import sample_mixed
 from hwnas.search.problem import Problem
-from hwnas.space import MAX_DEPTH, N_SLOTS, SearchSpace
+from hwnas.space import SearchSpace
+
+# Before issue 28's "fast paths belong to the interface": only OFA-MobileNetV3 searched on tables;
+# the other families called their predictors on whole matrices. Measured on tiny runs made as
+# `--tiny` makes them, `hwnas search --no-verify` (search_s, median of 5 fresh processes) of the tree
+# before the change and after it, interleaved with Once-for-All's finder (this file's setup), one
+# session, 2 loaded cores.
+BEFORE = {
+    "ofa-proxyless": {"source": "issue 28 (2-core machine, training beside it)", "hwnas_cli_median_s_before": 2.136,
+                      "hwnas_cli_median_s_after": 0.196, "ofa_finder_median_s": 3.719,
+                      "speedup_before": 1.74, "speedup_after": 18.97, "path_before": "generic"},
+    "ofa-resnet50": {"source": "issue 28 (2-core machine, training beside it)", "hwnas_cli_median_s_before": 1.095,
+                     "hwnas_cli_median_s_after": 0.145, "ofa_finder_median_s": 2.522,
+                     "speedup_before": 2.30, "speedup_after": 17.39, "path_before": "generic"},
+}
 
 CPU_TABLE = Path(__file__).resolve().parents[1] / "tests" / "latency" / "data" / "ofa_cpu_subnets.csv"
 
@@ -109,30 +133,50 @@ def per_kind(generations: int, population: int, repeats: int = 1) -> dict:
 
 class _OFALatencyLUT:
     """Once-for-All's efficiency predictor shape: `get_efficiency(arch_dict)` sums a per-block
-    Python dict lookup (as OFA's `LatencyTable` does), here from an hwnas lookup table."""
+    Python dict lookup (as OFA's `LatencyTable` does), here from an exact additive table of an
+    hwnas lookup table (`hwnas.search.tabulate.AdditiveTable`): the fixed part per context (r and
+    the shared genes), then one lookup per running slot keyed by its context and genes."""
 
-    def __init__(self, space: SearchSpace, table) -> None:
-        ri = {r: i for i, r in enumerate(space.r_choices)}
-        ki = {k: i for i, k in enumerate(space.ks_choices)}
-        ei = {e: i for i, e in enumerate(space.e_choices)}
-        self.block_ms = {(r, s, k, e): float(table.block[ri[r], s, ki[k], ei[e]])
-                         for r in space.r_choices for s in range(N_SLOTS) for k in space.ks_choices
-                         for e in space.e_choices}
-        self.fixed_ms = {r: float(table.fixed[ri[r]]) for r in space.r_choices}
+    def __init__(self, table) -> None:
+        import operator
+
+        slots = table.slots
+        family = slots.space.family
+        # arch dict -> flat row: each group's values, mapped to codes where they are not codes
+        self.groups = [(g.name, None if not g.by_index else {v: i for i, v in enumerate(g.choices)})
+                       for g in family.gene_groups()]
+        pos = slots.ctx_values()
+        self.ctx = operator.itemgetter(*slots.context)  # (one column: the value itself, as the keys)
+        self.fixed = {self.ctx({c: int(slots.choices[c][pos[ci, j]]) for j, c in enumerate(slots.context)}):
+                      float(table.fixed[ci]) for ci in range(slots.n_ctx)}
+        self.blocks = []
+        for s, slot in enumerate(slots.slots):
+            keys = list(slot.context) + list(slot.genes)
+            ctx_pos = np.stack(np.unravel_index(np.arange(slots.n_ctx_of[s]), slots.counts[list(slot.context)]), 1)
+            lookup = {}
+            for ci, cp in enumerate(ctx_pos):
+                ctx_vals = tuple(int(slots.choices[c][p]) for c, p in zip(slot.context, cp))
+                for o, genes in enumerate(slots.options(s)):
+                    lookup[ctx_vals + tuple(int(v) for v in genes)] = float(
+                        table.rows[slots.offset[s] + ci * slots.n_opt[s] + o])
+            get = operator.itemgetter(*keys)
+            self.blocks.append((slot.depth, slot.after, get, lookup))
 
     def get_efficiency(self, a: dict) -> float:
-        r = a["image_size"]
-        ms = self.fixed_ms[r]
-        for stage, depth in enumerate(a["d"]):
-            for j in range(depth):
-                slot = stage * MAX_DEPTH + j
-                ms += self.block_ms[(r, slot, a["ks"][slot], a["e"][slot])]
+        row = [a["image_size"]]
+        for name, codes in self.groups:
+            row += a[name] if codes is None else [codes[v] for v in a[name]]
+        ms = self.fixed[self.ctx(row)]
+        for depth, after, get, lookup in self.blocks:
+            if depth is None or row[depth] > after:
+                ms += lookup[get(row)]
         return ms
 
 
-def _run_problem(run_dir: str | None):
+def _run_problem(run_dir: str | None, accuracy_samples: int = 1000, budget_ms: float | None = None):
     """(Problem of a real run's fitted predictors at its budget, description). Without a run: the
-    predictors `fit_best` and `hwnas accuracy fit` pick on the real CPU table (quickstart-like)."""
+    predictors `fit_best` and `hwnas accuracy fit` pick on the real CPU table (quickstart-like).
+    A run's budget: `budget_ms`, else its last search's, else the median measured latency."""
     from hwnas.latency import fit_best
     from hwnas.latency.api import read_latency_table
 
@@ -148,12 +192,13 @@ def _run_problem(run_dir: str | None):
         budgets = (doc.get("settings") or {}).get("budgets_ms") or {}
         device = next(iter(budgets), None) or sorted(p.stem.removeprefix("latency-")
                                                      for p in (Path(run_dir) / "predictors").glob("latency-*.json"))[0]
-        budget = float(budgets.get(device, 0.9))
+        budget = budget_ms or budgets.get(device) or _median_measured_ms(run_dir, device)
         lat = load_latency_predictor(run_dir, device, run.space.width_mult)
-        acc = ensure_accuracy_predictor(run, 1000, seed=0)
-        problem = Problem(run.space, acc, {device: lat}, {device: budget}, n_classes=run.n_classes,
+        acc = ensure_accuracy_predictor(run, accuracy_samples, seed=0)
+        problem = Problem(run.space, acc, {device: lat}, {device: float(budget)}, n_classes=run.n_classes,
                           accuracy_risk=1.0)
-        return problem, {"run": str(run_dir), "device": device, "latency_budget_ms": budget,
+        return problem, {"run": str(run_dir), "family": run.family.name, "device": device,
+                         "latency_budget_ms": float(budget),
                          "latency_predictor": lat.describe(), "accuracy_predictor": getattr(acc, "name", "?")}
     from hwnas.accuracy.predictors import RidgePredictor
 
@@ -164,18 +209,47 @@ def _run_problem(run_dir: str | None):
     lat, report = fit_best(m, y, n_classes=10)
     budget = float(np.median(y))
     problem = Problem(space, acc, {"cpu": lat}, {"cpu": budget}, n_classes=10, accuracy_risk=1.0)
-    return problem, {"run": None, "table": str(CPU_TABLE.relative_to(CPU_TABLE.parents[3])), "device": "cpu",
+    return problem, {"run": None, "family": space.family.name,
+                     "table": str(CPU_TABLE.relative_to(CPU_TABLE.parents[3])), "device": "cpu",
                      "latency_budget_ms": budget, "latency_predictor": lat.describe(),
                      "accuracy_predictor": acc.name + " (synthetic top-1)"}
 
 
+def _median_measured_ms(run_dir: str, device: str) -> float:
+    import pandas as pd
+
+    ms = pd.read_parquet(Path(run_dir) / "measurements.parquet")
+    ms = ms[(ms["kind"] == "subnet") & (ms["device"] == device)] if "device" in ms else ms[ms["kind"] == "subnet"]
+    return round(float(ms["corrected_ms"].median()), 3)
+
+
+def _ofa_encoder(space):
+    """Once-for-All's arch encoder of the space's family (its own code, the `ofa` package)."""
+    from ofa.nas.accuracy_predictor import MobileNetArchEncoder, ResNetArchEncoder
+
+    family = space.family.name
+    if family == "ofa-resnet50":
+        e, w = (g.choices for g in space.groups() if g.name in ("e", "w"))
+        return ResNetArchEncoder(image_size_list=list(space.r_choices), depth_list=list(space.choices[0]),
+                                 expand_list=list(e), width_mult_list=[0.65, 0.8, 1.0][:len(w)])
+    ks, e, d = ((space.ks_choices, space.e_choices, space.d_choices) if family == "ofa-mbv3"
+                else space.choices)
+
+    class ProxylessEncoder(MobileNetArchEncoder):
+        SPACE_TYPE = "mbv2"  # Once-for-All's layout of 6 stages: 5 x 4 blocks, then 1
+
+    cls = {"ofa-mbv3": MobileNetArchEncoder, "ofa-proxyless": ProxylessEncoder}[family]
+    return cls(image_size_list=list(space.r_choices), ks_list=list(ks), expand_list=list(e),
+               depth_list=list(d), n_stage=6 if family == "ofa-proxyless" else None)
+
+
 def _ofa_finder(problem: Problem, seed: int):
     """Once-for-All's own EvolutionFinder (the `ofa` package) on the problem's space and budget:
-    its MobileNetArchEncoder, its AccuracyPredictor (3x400 MLP, random weights: timing only) on
+    the family's arch encoder, its AccuracyPredictor (3x400 MLP, random weights: timing only) on
     CPU, and a per-block lookup table of the problem's latency predictor as efficiency predictor.
     None when the official code is not installed."""
     try:
-        from ofa.nas.accuracy_predictor import AccuracyPredictor, MobileNetArchEncoder
+        from ofa.nas.accuracy_predictor import AccuracyPredictor
         from ofa.nas.search_algorithm import EvolutionFinder
     except ImportError:
         return None
@@ -186,19 +260,22 @@ def _ofa_finder(problem: Problem, seed: int):
     space = problem.space
     device = problem.devices[0]
     sample = sample_mixed(space, 3000, np.random.default_rng(seed))
-    lut = LookupTablePredictor().fit(sample, np.maximum(problem.costs(sample)[0][f"ms:{device}"], 1e-3))
+    lut = LookupTablePredictor(width_mult=space.width_mult, n_classes=problem.n_classes,
+                               family=space.family.name)
+    lut.fit(sample, np.maximum(problem.costs(sample)[0][f"ms:{device}"], 1e-3))
     table = tabulate(lut.predict, space)
     torch.manual_seed(seed)
-    enc = MobileNetArchEncoder(image_size_list=list(space.r_choices), ks_list=list(space.ks_choices),
-                               expand_list=list(space.e_choices), depth_list=list(space.d_choices))
-    acc = AccuracyPredictor(enc, device="cpu").eval()
-    return EvolutionFinder(_OFALatencyLUT(space, table), acc), float(problem.budgets[device])
+    acc = AccuracyPredictor(_ofa_encoder(space), device="cpu").eval()
+    return EvolutionFinder(_OFALatencyLUT(table), acc), float(problem.budgets[device])
 
 
-def _cli_search(run_dir: str, device: str, budget: float, repeats: int) -> dict | None:
+def _cli_search(run_dir: str, device: str, budget: float, repeats: int, accuracy_samples: int = 1000,
+                reference=None) -> dict | None:
     """`search_s` of `hwnas search --run <copy> --device D --latency-ms B --no-verify`, each in a
     fresh process (what a user, and issue 19's check, times: the CLI's first and only search in
-    its process), on a temporary copy of the run (its search.json and pareto.csv are rewritten)."""
+    its process), on a temporary copy of the run (its search.json and pareto.csv are rewritten).
+    `reference()`: one more timed run of Once-for-All's finder after each (seconds), so the CLI's
+    ratio is paired too, under the same load."""
     import json
     import shutil
     import subprocess
@@ -206,12 +283,12 @@ def _cli_search(run_dir: str, device: str, budget: float, repeats: int) -> dict 
 
     if repeats <= 0:
         return None
-    out: dict = {"search_s": [], "time_split": [], "command": ""}
+    out: dict = {"search_s": [], "time_split": [], "command": "", "ofa_paired_s": []}
     with tempfile.TemporaryDirectory(prefix="hwnas-cli-") as tmp:
         copy_dir = Path(tmp) / "run"
         shutil.copytree(run_dir, copy_dir)
         cmd = [sys.executable, "-m", "hwnas", "search", "--run", str(copy_dir), "--device", device,
-               "--latency-ms", f"{budget:g}", "--no-verify"]
+               "--latency-ms", f"{budget:g}", "--no-verify", "--accuracy-samples", str(accuracy_samples)]
         out["command"] = "hwnas search --run <copy of the run> " + " ".join(cmd[6:])
         for i in range(repeats):
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -219,8 +296,38 @@ def _cli_search(run_dir: str, device: str, budget: float, repeats: int) -> dict 
             out["search_s"].append(metrics["search_s"])
             out["time_split"].append(metrics.get("time_split"))
             print(f"hwnas search (CLI) run {i + 1}: search_s {metrics['search_s']:.3f} s", file=sys.stderr)
+            if reference is not None:
+                out["ofa_paired_s"].append(reference(100 + i))
     out["min_s"], out["median_s"] = min(out["search_s"]), statistics.median(out["search_s"])
+    if out["ofa_paired_s"]:
+        out["speedup_paired_median_vs_ofa"] = statistics.median(
+            r / c for r, c in zip(out["ofa_paired_s"], out["search_s"]))
     return out
+
+
+TINY = ["phases.full.epochs=1", "phases.kernel.epochs=1", "phases.depth.epochs=1",
+        "phases.expand.epochs=1", "phases.width={epochs: 1, lr: 0.01}", "max_steps_per_epoch=1",
+        "data.batch_size=8", "eval_batches=1", "bn_batches=1", "threads=1", "space.r=32:40:4"]
+TINY_ACCURACY_SAMPLES = 20
+
+
+def _make_tiny_run(family: str, folder: Path, device: str = "cpu-ort") -> Path:
+    """A tiny run of `family` made as a user would (the settings of tests/e2e/test_family_pipeline.py):
+    train a few steps, profile 8 subnets, fit the latency predictor, build a 20-row accuracy table."""
+    import subprocess
+
+    def hwnas(*args: str) -> None:
+        print("hwnas " + " ".join(args), file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "hwnas", *args], check=True, stdout=subprocess.DEVNULL)
+
+    sets = [x for item in TINY for x in ("--set", item)]
+    hwnas("train", "--family", family, "--out", str(folder / "sn"), *sets)
+    run = folder / "run"
+    hwnas("profile", "--run", str(run), "--supernet", str(folder / "sn" / "supernet"), "--device", device,
+          "--samples", "8", "--rounds", "3", "--runs", "3")
+    hwnas("latency", "fit", "--run", str(run), "--device", device)
+    hwnas("accuracy", "build", "--run", str(run), "--samples", str(TINY_ACCURACY_SAMPLES), "--bn-images", "64")
+    return run
 
 
 def main() -> None:
@@ -239,9 +346,31 @@ def main() -> None:
                          "fresh process, on a temporary copy of the run (its search.json's search_s)")
     ap.add_argument("--generations", type=int, default=500)
     ap.add_argument("--population", type=int, default=100)
-    ap.add_argument("--out", default="experiments/results/search_speed.json")
+    ap.add_argument("--tiny", default=None, metavar="FAMILY",
+                    help="make a tiny run of FAMILY first (train a few steps, profile, fit, 20-row accuracy "
+                         "table) and benchmark on it")
+    ap.add_argument("--accuracy-samples", type=int, default=None,
+                    help="the accuracy table size the run's predictor needs (as `hwnas search "
+                         "--accuracy-samples`; default 1000, with --tiny 20)")
+    ap.add_argument("--budget-ms", type=float, default=None,
+                    help="the latency budget (default: the run's last search's, else its median measured latency)")
+    ap.add_argument("--out", default=None, help="results file (default experiments/results/search_speed.json, "
+                    "for another family's run search_speed_<family>.json)")
     args = ap.parse_args()
+    if args.tiny:
+        import tempfile
 
+        with tempfile.TemporaryDirectory(prefix="hwnas-tiny-") as tmp:
+            args.run = str(_make_tiny_run(args.tiny, Path(tmp)))
+            args.accuracy_samples = args.accuracy_samples or TINY_ACCURACY_SAMPLES
+            return _benchmark(args)
+    return _benchmark(args)
+
+
+def _benchmark(args) -> None:
+    samples = args.accuracy_samples or 1000
+    if args.per_kind_only and args.out is None:
+        args.out = "experiments/results/search_speed.json"
     if args.per_kind_only:
         import json
 
@@ -260,13 +389,29 @@ def main() -> None:
     torch.set_num_threads(1)
     load_before = os.getloadavg()
     t = time.perf_counter()
-    problem, setup = _run_problem(args.run)
+    problem, setup = _run_problem(args.run, samples, args.budget_ms)
+    family = setup["family"]
+    if args.out is None:
+        args.out = ("experiments/results/search_speed.json" if family == "ofa-mbv3"
+                    else f"experiments/results/search_speed_{family}.json")
     problem.check_budgets()
     problem.prepare()  # as `run_search` does before its search clock
     setup_s = time.perf_counter() - t
     settings = EvolutionSettings(population=args.population, generations=args.generations)
     ofa = _ofa_finder(problem, 0)
     ours, ref, splits, calls, best = [], [], [], None, None
+
+    def reference(seed: int) -> float:
+        finder, budget = ofa
+        random.seed(seed), np.random.seed(seed)
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):  # it prints every 100
+            t = time.perf_counter()
+            finder.run_evolution_search(budget, verbose=False, population_size=args.population,
+                                        max_time_budget=args.generations)
+            took = time.perf_counter() - t
+        print(f"OFA EvolutionFinder run (seed {seed}): {took:.3f} s", file=sys.stderr)
+        return took
+
     # interleaved: each hwnas repeat next to an OFA one, so both see the same machine load
     for i in range(max(args.repeats, args.reference_repeats)):
         if i < args.repeats:
@@ -279,17 +424,11 @@ def main() -> None:
             print(f"hwnas evolution run {i + 1}: {ours[-1]:.3f} s, best predicted top-1 {best:.2f}",
                   file=sys.stderr)
         if ofa is not None and i < args.reference_repeats:
-            finder, budget = ofa
-            random.seed(i), np.random.seed(i)
-            with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):  # it prints every 100
-                t = time.perf_counter()
-                finder.run_evolution_search(budget, verbose=False, population_size=args.population,
-                                            max_time_budget=args.generations)
-                ref.append(time.perf_counter() - t)
-            print(f"OFA EvolutionFinder run {i + 1}: {ref[-1]:.3f} s", file=sys.stderr)
+            ref.append(reference(i))
     cli = None
     if args.run and args.generations == 500 and args.population == 100:  # (the CLI runs its defaults)
-        cli = _cli_search(args.run, setup["device"], setup["latency_budget_ms"], args.cli_repeats)
+        cli = _cli_search(args.run, setup["device"], setup["latency_budget_ms"], args.cli_repeats, samples,
+                          reference if ofa is not None else None)
     load_after = os.getloadavg()
     med_ours = statistics.median(ours)
     ratios = [r / o for r, o in zip(ref, ours)]
@@ -318,8 +457,9 @@ def main() -> None:
         "speedup_median": (statistics.median(ref) / med_ours) if ref else None,
         "speedup_paired_median": statistics.median(ratios) if ratios else None,
         "goal_speedup": 10.0,
+        **({"before": BEFORE[family]} if family in BEFORE else {}),
     }
-    if not args.no_per_kind:
+    if not args.no_per_kind and family == "ofa-mbv3":  # (the real CPU table is OFA-MobileNetV3's)
         with single_thread():
             result["per_kind"] = per_kind(args.generations, args.population, args.per_kind_repeats)
     print(f"\n{'finder':<22}{'min s':>9}{'median s':>10}")
@@ -330,7 +470,9 @@ def main() -> None:
               f"{result['speedup_paired_median']:.1f}x; load {load_before[0]:.1f} -> {load_after[0]:.1f}")
     if cli:
         print(f"{'hwnas search (CLI)':<22}{cli['min_s']:>9.3f}{cli['median_s']:>10.3f}   search_s, fresh process each"
-              + (f"; {result['hwnas_cli']['speedup_median_vs_ofa']:.1f}x OFA's median" if ref else ""))
+              + (f"; {result['hwnas_cli']['speedup_median_vs_ofa']:.1f}x OFA's median" if ref else "")
+              + (f", paired median {cli['speedup_paired_median_vs_ofa']:.1f}x"
+                 if cli.get("speedup_paired_median_vs_ofa") else ""))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out, result)
     print(f"wrote {args.out}")

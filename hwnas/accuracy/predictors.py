@@ -129,7 +129,7 @@ class AccuracyPredictor(ABC):
 
     def predict_features_with_std(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`predict_with_std` from features already computed (`features`, or gathered by a search
-        from `hwnas.accuracy.features.feature_table`)."""
+        from `hwnas.search.tabulate.accuracy_feature_table`)."""
         if self.x_mean is None:
             raise InputError("this accuracy predictor is not fitted yet")
         mean, std = self._predict(self._standardise(x))

@@ -133,6 +133,11 @@ class Family(ABC):
     any_width: ClassVar[bool] = False
     #: progressive shrinking, in training order: (phase name, the gene group it makes elastic)
     shrink_phases: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: how `compact` accuracy features summarise the genes (`hwnas.accuracy.features`): "groups"
+    #: (each always-active group as values, each other group's mean over its active genes and
+    #: their number) or "stages" (per depth gene of the `slot_layout`: its value and, per gene
+    #: group the slots own, the mean over the slots it runs)
+    compact_summary: ClassVar[str] = "groups"
 
     # -- genes ----------------------------------------------------------------------------
     @abstractmethod
@@ -334,6 +339,14 @@ class Family(ABC):
         columns each depends on, their exact costs and the modules that time them alone -- what the
         lookup-table and analytic latency predictors sum. Torch-free."""
         raise NotImplementedError(f"the {self.name} family defines no cost layout")
+
+    def slot_layout(self):
+        """Its flat rows as additive slots (`hwnas.families.slots.SlotLayout`): which genes each
+        searchable position owns and shares, and the depth gene that decides whether it runs --
+        what lets a search tabulate additive costs, breed choice-index rows and gather accuracy
+        features at lookup speed. None (the default): the search calls the models on whole
+        matrices instead. Torch-free."""
+        return None
 
     # -- Once-for-All checkpoints ---------------------------------------------------------
     @abstractmethod

@@ -4,8 +4,11 @@
 over predictors (`problem`), the algorithms behind one base class and registry (`algorithms`),
 vectorised operators on the int matrix (`operators`), Once-for-All's constrained evolution
 (`evolution`), NSGA-II (`nsga2`), Optuna samplers with shared storage (`optuna_search`),
-Pareto/hypervolume helpers (`pareto`) and verification on the real device (`verify`). Accuracy
-tables and predictors live in `hwnas.accuracy`.
+Pareto/hypervolume helpers (`pareto`) and verification on the real device (`verify`). The fast
+path of every family with a slot layout (`hwnas.families.slots`): the layout over a space's
+choices (`slots`), exact tables of additive models (`tabulate`), choice-index rows and their
+breeding (`indexed`) and one fused gather per batch for every cost column and the accuracy
+features (`fused`). Accuracy tables and predictors live in `hwnas.accuracy`.
 
 Names are imported on first use, so `import hwnas.search.algorithms` (the CLI's ``--algo``
 choices) stays cheap.

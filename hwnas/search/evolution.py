@@ -5,9 +5,10 @@ latency budget; each generation keeps the best 25 % by predicted accuracy as par
 children (half by mutation with per-gene probability 0.1, half by uniform crossover), redrawing any
 child that breaks the budget; 500 generations. OFA scores one subnet per call, this scores each
 generation's children with one latency batch (plus one per redraw round) and one accuracy batch.
-On OFA-MobileNetV3 the loop runs on int8 choice-index rows (`hwnas.search.indexed`: bit-level
-breeding, the slot index from one lookup, value rows only for the cost models and the archive),
-with the same draws and children as the value-row loop; other families breed value rows.
+Where the problem's fast path applies (a family with a slot layout) the loop runs on choice-index
+rows (`hwnas.search.indexed`: bit-level breeding, the slot index from one lookup, value rows only
+for the cost models and the archive), with the same draws and children as the value-row loop;
+otherwise it breeds value rows.
 The 50,000-call default search: see `experiments/bench_search_speed.py` against OFA's own finder.
 """
 
@@ -20,10 +21,9 @@ from typing import Any, Callable
 import numpy as np
 
 from hwnas.latency.base import single_thread
-from hwnas.search.indexed import GeneIndex
+from hwnas.search.indexed import GeneIndex, SlotIndex
 from hwnas.search.operators import breed
 from hwnas.search.problem import TOP1, Batch, Problem, SearchOutcome, feasible_sample
-from hwnas.search.tabulate import SlotIndex
 
 __all__ = ["EvolutionSettings", "evolution_search"]
 
@@ -99,9 +99,7 @@ def _children(problem: Problem, parents: np.ndarray, n_mut: int, n_cross: int, r
         rows.append(m), cols.append(c), viols.append(v), idxs.append(idx)
     if len(rows) == 1:
         return rows[0], cols[0], viols[0], idxs[0], copies
-    idx = None
-    if all(i is not None for i in idxs):
-        idx = SlotIndex(np.concatenate([i.ri for i in idxs]), np.concatenate([i.flat for i in idxs]))
+    idx = SlotIndex.concat(idxs) if all(i is not None for i in idxs) else None
     return (np.concatenate(rows), {k: np.concatenate([c[k] for c in cols]) for k in cols[0]},
             np.concatenate(viols), idx, copies)
 
@@ -143,7 +141,7 @@ def _children_indexed(problem: Problem, gi: GeneIndex, parents: np.ndarray, pare
         combos.append(parent_combos[pick])
     if len(rows) == 1:
         return rows[0], vals[0], cols[0], viols[0], idxs[0], combos[0], copies
-    idx = SlotIndex(np.concatenate([i.ri for i in idxs]), np.concatenate([i.flat for i in idxs]))
+    idx = SlotIndex.concat(idxs)
     return (np.concatenate(rows), np.concatenate(vals), {k: np.concatenate([c[k] for c in cols]) for k in cols[0]},
             np.concatenate(viols), idx, np.concatenate(combos), copies)
 
@@ -152,12 +150,10 @@ def evolution_search(problem: Problem, settings: EvolutionSettings = EvolutionSe
                      progress: Callable[..., Any] | None = None) -> SearchOutcome:
     """Maximise predicted top-1 under the problem's constraints; the archive holds every child.
 
-    On OFA-MobileNetV3's fast path the loop runs on choice-index rows (`GeneIndex`: same draws,
-    same children, a fraction of the numpy calls); other families breed value rows."""
+    On the problem's fast path the loop runs on choice-index rows (`GeneIndex`: same draws, same
+    children, a fraction of the numpy calls); elsewhere it breeds value rows."""
     with single_thread():
-        fast = problem._fast_path() if problem.index_breeding else None
-        gi = fast.genes if fast is not None else None
-        return _evolve(problem, settings, seed, progress, gi)
+        return _evolve(problem, settings, seed, progress, problem.gene_index())
 
 
 def _start(problem: Problem, s: EvolutionSettings, seed: int) -> tuple[np.random.Generator, int, int, Batch, int]:
@@ -190,8 +186,8 @@ def _evolve(problem: Problem, settings: EvolutionSettings, seed: int, progress: 
     arch_v = np.empty(total)
     top1 = arch_c[TOP1]
     if gi is not None:
-        arch_g = np.empty((total, first.m.shape[1]), dtype=np.int8)
-        arch_dc = np.empty(total, dtype=np.int16)
+        arch_g = np.empty((total, first.m.shape[1]), dtype=gi.dtype)
+        arch_dc = np.empty(total, dtype=gi.combo_dtype)
 
     def put(at: int, m: np.ndarray, c: dict[str, np.ndarray], viol: np.ndarray,
             g: np.ndarray | None = None, dc: np.ndarray | None = None) -> int:

@@ -13,27 +13,11 @@ import functools
 
 import numpy as np
 
-from hwnas.space import MAX_DEPTH, N_SLOTS, N_STAGES
-
-__all__ = ["R", "KS", "E", "D", "used_mask", "random_genes", "mutate", "crossover", "sample_graded",
-           "sample_mixed", "unique_rows", "breed"]
-
-# OFA-MobileNetV3's column ranges (its tabulated fast paths, `hwnas.search.tabulate`, use them)
-R = slice(0, 1)
-KS = slice(1, 1 + N_SLOTS)
-E = slice(1 + N_SLOTS, 1 + 2 * N_SLOTS)
-D = slice(1 + 2 * N_SLOTS, 1 + 2 * N_SLOTS + N_STAGES)
-
-_USED = np.array([[j < d for j in range(MAX_DEPTH)] for d in range(MAX_DEPTH + 1)])
-
-
-def used_mask(m: np.ndarray) -> np.ndarray:
-    """bool [n, 20]: which slots each OFA-MobileNetV3 row's depths use."""
-    return _USED[m[:, D]].reshape(len(m), N_SLOTS)
+__all__ = ["gene_table", "random_genes", "mutate", "crossover", "sample_graded", "sample_mixed", "unique_rows", "breed"]
 
 
 @functools.lru_cache(maxsize=16)
-def _gene_table(space) -> tuple[np.ndarray, np.ndarray]:
+def gene_table(space) -> tuple[np.ndarray, np.ndarray]:
     """(choices of each flat column, padded [columns, max]; how many each has)."""
     cols = space.column_choices()
     width = max(len(c) for c in cols)
@@ -46,7 +30,7 @@ def _gene_table(space) -> tuple[np.ndarray, np.ndarray]:
 def random_genes(space, n: int, rng: np.random.Generator) -> np.ndarray:
     """[n, columns] values drawn uniformly per column from its choices (not canonical: raw
     material for operators; depths and slots are drawn independently)."""
-    table, counts = _gene_table(space)
+    table, counts = gene_table(space)
     idx = rng.integers(0, 1 << 30, size=(n, len(counts))) % counts
     return table[np.arange(len(counts)), idx]
 
@@ -93,7 +77,7 @@ def sample_graded(space, n: int, rng: np.random.Generator) -> np.ndarray:
     """Archs from smallest to largest: each row draws a level t in [0, 1] and every gene picks its
     choice index from Binomial(len(choices) - 1, t). Reaches the tails (tiny and huge networks)
     that a uniform sample, bunched in the middle, never does; tight budgets live there."""
-    table, counts = _gene_table(space)
+    table, counts = gene_table(space)
     t = np.broadcast_to(rng.random((n, 1)), (n, len(counts)))
     idx = rng.binomial(counts - 1, t)
     return space.canonical(table[np.arange(len(counts)), idx])
@@ -119,7 +103,7 @@ def unique_rows(m: np.ndarray) -> np.ndarray:
 @functools.lru_cache(maxsize=16)
 def _breed_consts(space) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the gene table flattened, each column's offset in it, each column's choice count as float)."""
-    table, counts = _gene_table(space)
+    table, counts = gene_table(space)
     return table.ravel(), np.arange(len(counts)) * table.shape[1], counts.astype(np.float64)
 
 

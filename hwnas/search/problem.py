@@ -7,12 +7,13 @@ archs it scored, so algorithms can be compared at equal predictor calls.
 
 Additive cost models (lookup tables, linear analytic predictors, MACs, params) are replaced by an
 exact dense table (`hwnas.search.tabulate`) when the check passes; the table also gives the exact
-fastest subnet, which is what an impossible budget is reported against.
+fastest subnet, which is what an impossible budget is reported against. A batch then reads every
+cost column and the accuracy features with one fused gather (`hwnas.search.fused.FastPath`).
 
-Those tables are OFA-MobileNetV3's layout. For the other families (`hwnas.families`) a problem
+The tables follow the space's family's slot layout (`Family.slot_layout`); a family without one
 takes the generic vectorised path: every predictor is called on the whole int matrix of a batch
-(MACs and params from the family's exact vectorised `count_params_macs`), and `fast_paths()` says
-so (``"path": "generic"``), as search.json records.
+(MACs and params from the family's exact vectorised `count_params_macs`). `fast_paths()` says which
+(``"path": "tables"`` or ``"generic"``), as search.json records.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 
 from hwnas.errors import BudgetError, HwnasError, InputError
+from hwnas.search.fused import FastPath
+from hwnas.search.indexed import GeneIndex, SlotIndex
 from hwnas.search.operators import mutate, sample_graded, sample_mixed
-from hwnas.search.tabulate import (AdditiveTable, FastLatency, FusedTable, SlotIndex, SlotIndexer,
-                                   as_vector_table, tabulable, tabulate, vectorised_latency)
-from hwnas.space import MAX_DEPTH, N_SLOTS, N_STAGES, SearchSpace
+from hwnas.search.tabulate import AdditiveTable, argmin_row, tabulable, tabulate, vectorised_latency
 
 __all__ = ["PredictorMissing", "Predictor", "Batch", "Problem", "SearchOutcome", "feasible_sample",
            "latency_predictor_path", "load_latency_predictor", "TOP1", "ms_key"]
@@ -133,7 +134,7 @@ class Problem:
     and the two sigmas add in quadrature. The latency predictors are then the INT8 devices' (the
     budgets stay keyed by the device names the caller gives them)."""
 
-    space: Any  # the run's space, any family (`SearchSpace` for OFA-MobileNetV3, else `FamilySpace`)
+    space: Any  # the run's space, any family
     accuracy: Predictor
     latency: Mapping[str, Predictor]
     budgets: Mapping[str, float]
@@ -156,7 +157,7 @@ class Problem:
     _costs: dict[str, _Cost] = field(default_factory=dict, repr=False)
     _top1: dict[bytes, float] = field(default_factory=dict, repr=False)
     _fast: Any = field(default=None, repr=False)
-    _last_stats: Any = field(default=None, repr=False)  # (rows' bytes, params, MACs): generic path
+    _last_stats: Any = field(default=None, repr=False)  # (rows' bytes, params, MACs) of the last batch
 
     def __post_init__(self) -> None:
         if not self.latency:
@@ -187,7 +188,8 @@ class Problem:
         self._costs = {}
         self._fast = None
         for dev, pred in self.latency.items():
-            fast = self.use_tables and tabulable(self.space) and isinstance(pred, LatencyPredictor)
+            fast = (self.use_tables and tabulable(self.space) and isinstance(pred, LatencyPredictor)
+                    and pred.meta.family == self.space.family.name)
             cost = self._make_cost(vectorised_latency(pred, self.space) if fast else pred.predict)
             cost.vectorised = fast
             self._costs[ms_key(dev)] = cost
@@ -207,10 +209,6 @@ class Problem:
 
     # -- cost models ---------------------------------------------------------------------------
     def _stats(self, m: np.ndarray, what: str) -> np.ndarray:
-        if tabulable(self.space):
-            from hwnas.supernet.stats import stats_frame
-
-            return stats_frame(np.asarray(m), self.space.width_mult, self.n_classes)[what].to_numpy(np.float64)
         from hwnas.accuracy.features import params_macs
 
         m = np.ascontiguousarray(m, dtype=np.int64)
@@ -220,7 +218,7 @@ class Problem:
         return self._last_stats[2] if what == "macs" else self._last_stats[1]
 
     def _make_cost(self, fn: Callable[[np.ndarray], np.ndarray]) -> _Cost:
-        return _Cost(fn, tabulate(fn, self.space) if self.use_tables and tabulable(self.space) else None)
+        return _Cost(fn, tabulate(fn, self.space) if self.use_tables else None)
 
     def tabulated(self) -> dict[str, bool]:
         """Which cost columns run from an exact table (else the model is called directly)."""
@@ -263,7 +261,7 @@ class Problem:
         if fast is None:
             idx = None
         elif idx is None:
-            idx = fast.indexer(m, trusted)
+            idx = fast.index(m, trusted)
         if idx is not None:
             s = fast.table.gather(idx)
             cols = {k: post(s, m) for k, post in fast.posts.items()}
@@ -281,10 +279,19 @@ class Problem:
         """Build the fused tables of the fast path now (else on the first batch)."""
         self._fast_path()
 
-    def _fast_path(self) -> "_FastPath | None":
+    def _fast_path(self) -> FastPath | None:
         if self._fast is None:
-            self._fast = _FastPath.build(self) if self.use_tables and tabulable(self.space) else False
+            self._fast = (FastPath.build(self.space, self._costs,
+                                         {ms_key(d): p for d, p in self.latency.items()}, self.accuracy,
+                                         self.limits)
+                          if self.use_tables else None) or False
         return self._fast or None
+
+    def gene_index(self) -> GeneIndex | None:
+        """The space's choice-index rows (`hwnas.search.indexed.GeneIndex`) when the evolution
+        should breed on them: the fast path applies and `index_breeding` is on."""
+        fast = self._fast_path() if self.index_breeding else None
+        return fast.genes if fast is not None else None
 
     def top1(self, m: np.ndarray, idx: SlotIndex | None = None) -> np.ndarray:
         """Predicted top-1 of rows `m`, memoised by network: an evolutionary search keeps
@@ -404,7 +411,7 @@ class Problem:
         else the best of every resolution's minimum subnet and a graded small-to-large sample."""
         cost = self._costs[ms_key(device)]
         if cost.table is not None:
-            row = _table_argmin(cost.table)
+            row = argmin_row(cost.table)
         else:
             cand = np.concatenate([
                 self.space.to_matrix([self.space.min_arch(r) for r in self.space.r_choices]),
@@ -451,13 +458,14 @@ class Problem:
                 "bookkeeping_s": round(max(search_s - self.acc_s - self.cost_s, 0.0), 4)}
 
     def fast_paths(self) -> dict[str, Any]:
-        """How a search evaluates: "path" ("mbv3-tables": OFA-MobileNetV3's tabulated fast paths
-        apply; "generic": another family's, every predictor called on whole int matrices), one
-        fused gather per batch (its width), each cost column's path, and the accuracy features'
-        ("gathered" from an exact table, or "model")."""
+        """How a search evaluates: "path" ("tables": the family's slot layout gives exact tables,
+        one fused gather per batch and choice-index breeding; "generic": every predictor called
+        on whole int matrices), the fused gather's width, each cost column's path, and the
+        accuracy features' ("gathered" from an exact table, or "model")."""
         fast = self._fast_path()
         return {"family": self.space.family.name,
-                "path": "mbv3-tables" if tabulable(self.space) else "generic",
+                "path": "tables" if fast is not None else "generic",
+                "index_breeding": self.gene_index() is not None,
                 "fused_gather": fast is not None, "fused_width": fast.table.width if fast else 0,
                 "costs": self.cost_paths(),
                 "accuracy": ("ridge pair tables" if fast is not None and fast.ridge is not None
@@ -467,150 +475,6 @@ class Problem:
 
 
 _clock = __import__("time").perf_counter
-
-
-@dataclass
-class _FastPath:
-    """A problem's costs and accuracy features as fused gathers over one `SlotIndex` per batch."""
-
-    indexer: SlotIndexer
-    table: FusedTable
-    posts: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]
-    limits: list[tuple[str, float]]
-    acc_table: FusedTable | None = None
-    acc_post: Callable[[np.ndarray], np.ndarray] | None = None
-    ridge: "_RidgeOneHot | None" = None
-    genes: Any = None  # the space's `GeneIndex` (choice-index breeding), where it applies
-
-    @staticmethod
-    def build(problem: Problem) -> "_FastPath | None":
-        space = problem.space
-        parts: list = []
-        posts: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {}
-
-        def span(width: int) -> slice:
-            at = sum(p.block.shape[-1] for p in parts)
-            return slice(at, at + width)
-
-        for key, cost in problem._costs.items():
-            if cost.table is not None:
-                sl = span(1)
-                parts.append(as_vector_table(cost.table))
-                posts[key] = lambda s, m, j=sl.start: s[:, j]
-                continue
-            fl = None
-            if cost.vectorised:
-                try:
-                    fl = FastLatency(problem.latency[key.removeprefix("ms:")], space)
-                except (ValueError, AttributeError):
-                    fl = None
-            if fl is not None:
-                sl = span(sum(p.block.shape[-1] for p in fl.parts))
-                parts.extend(fl.parts)
-                posts[key] = lambda s, m, fl=fl, sl=sl: fl.post(s[:, sl], m)
-            else:
-                posts[key] = lambda s, m, cost=cost: cost(m)
-        fast = _FastPath(SlotIndexer(space), FusedTable(space, parts), posts, list(problem.limits.items()))
-        from hwnas.search.indexed import GeneIndex
-
-        if GeneIndex.supports(space):
-            fast.genes = GeneIndex(space, fast.indexer)
-        acc = problem.accuracy
-        if hasattr(acc, "predict_features_with_std") and getattr(acc, "space", None) == space:
-            from hwnas.accuracy.features import feature_table, features_from_pre
-
-            fs = acc.feature_set_name()
-            t = feature_table(space, fs, int(acc.n_classes))
-            if t is not None:
-                fast.acc_table = FusedTable(space, [t])
-                fast.acc_post = lambda pre, fs=fs: features_from_pre(pre, fs)
-                if fs == "full" and getattr(acc, "kind", "") == "ridge":
-                    fast.ridge = _RidgeOneHot.build(acc, t, fast.indexer)
-        return fast
-
-
-class _RidgeOneHot:
-    """A Bayesian ridge accuracy predictor on the one-hot ("full") features, as gathers.
-
-    Its features are one-hots summed over used blocks (r-independent per block) plus log MACs and
-    log params; standardised, ``x = z0[r] + sum over used slots of z[slot, k, e]`` for the one-hot
-    part. So the mean's one-hot share, its cross terms with the costs, and the posterior variance's
-    quadratic form ``x C x = sum_ij z_i C z_j`` are tables over (slot option, slot option): a batch
-    reads [n, 21, 21] numbers instead of building [n, 146] features and a [146, 146] product.
-    Same values as `predict_with_std` up to float re-association (~1e-12)."""
-
-    def __init__(self, acc, stride: int, n_local: int, g: np.ndarray, h: np.ndarray, costs: FusedTable,
-                 c_mean: np.ndarray, c_std: np.ndarray, beta_c: np.ndarray, cov_cc: np.ndarray) -> None:
-        self.acc, self.stride, self.n_local = acc, stride, n_local
-        self.g, self.h, self.costs = g, h, costs
-        self.c_mean, self.c_std, self.beta_c, self.cov_cc = c_mean, c_std, beta_c, cov_cc
-        self._g_flat = g.ravel()
-        self._n_z = g.shape[0]
-        # fused-table row -> row of z: a resolution's block rows to their local row, the zero row
-        # (unused slot) to the zero row of z
-        n_rows = costs.flat.shape[0] - 1
-        self._local = np.append(np.arange(n_rows, dtype=np.intp) % stride, n_local)
-
-    @staticmethod
-    def build(acc, table, indexer: SlotIndexer) -> "_RidgeOneHot | None":
-        from hwnas.search.tabulate import VectorTable
-
-        block, fixed = table.block, table.fixed  # [n_r, 20, nk, ne, P], [n_r, P]
-        p = block.shape[-1] - 2  # one-hot columns; the last two are MACs and params
-        if not np.array_equal(block[:, ..., :p], np.broadcast_to(block[:1, ..., :p], block[..., :p].shape)):
-            return None  # one-hot blocks depend on the resolution: not this layout
-        mu, sd = np.asarray(acc.x_mean, np.float64), np.asarray(acc.x_std, np.float64)
-        cov, coef = np.asarray(acc.cov, np.float64), np.asarray(acc.coef, np.float64)
-        if cov.shape != (p + 2, p + 2) or len(mu) != p + 2:
-            return None
-        local = block[0, ..., :p].reshape(-1, p) / sd[:p]  # [20 * nk * ne, p]
-        z = np.concatenate([local, np.zeros((1, p)), (fixed[:, :p] - mu[:p]) / sd[:p]])
-        g = z @ cov[:p, :p] @ z.T
-        h = np.concatenate([z @ coef[:p, None], z @ cov[:p, p:]], axis=1)  # mean share, cross terms
-        costs = FusedTable(table.space, [VectorTable(table.space, fixed[:, p:], block[..., p:], table.fallback)])
-        return _RidgeOneHot(acc, len(local), len(local),
-                            g, h, costs, mu[p:], sd[p:], coef[p:], cov[p:, p:])
-
-    def __call__(self, idx: SlotIndex) -> tuple[np.ndarray, np.ndarray]:
-        n = len(idx)
-        j = np.empty((n, idx.flat.shape[1] + 1), dtype=np.intp)
-        j[:, :-1] = self._local.take(idx.flat)  # unused slots: the zero row
-        j[:, -1] = idx.ri + (self.n_local + 1)
-        quad = self._g_flat.take(((j * self._n_z)[:, :, None] + j[:, None, :]).reshape(n, -1)).sum(axis=1)
-        lin = self.h.take(j, axis=0).sum(axis=1)  # [n, 3]
-        c = (np.log(np.maximum(self.costs.gather(idx), 1.0)) - self.c_mean) / self.c_std
-        acc = self.acc
-        mean = lin[:, 0] + c @ self.beta_c + acc.y_mean
-        quad = quad + 2.0 * (lin[:, 1:] * c).sum(axis=1) + ((c @ self.cov_cc) * c).sum(axis=1)
-        var = acc.sigma2 * (1.0 / max(acc.meta.get("n_train", 1), 1) + quad)
-        return np.clip(mean, *acc.clip), np.sqrt(np.maximum(var, 0.0)) * acc.std_scale
-
-
-def _table_argmin(table: AdditiveTable) -> np.ndarray:
-    """The row minimising an additive table, exactly: per resolution, each always-used slot at
-    its cheapest (k, e), each stage at the depth whose optional slots add least."""
-    space = table.space
-    d0 = min(space.d_choices)
-    best_cost, best_row = np.inf, None
-    ks, es = np.asarray(space.ks_choices), np.asarray(space.e_choices)
-    for ri, r in enumerate(space.r_choices):
-        flat = table.block[ri].reshape(N_SLOTS, -1)
-        arg = flat.argmin(axis=1)
-        low = flat.min(axis=1)
-        row = np.zeros(1 + 2 * N_SLOTS + N_STAGES, dtype=np.int32)
-        row[0] = r
-        row[1:1 + N_SLOTS] = ks[arg // len(es)]
-        row[1 + N_SLOTS:1 + 2 * N_SLOTS] = es[arg % len(es)]
-        total = table.fixed[ri]
-        for s in range(N_STAGES):
-            slots = low[s * MAX_DEPTH:(s + 1) * MAX_DEPTH]
-            options = {d: slots[:d0].sum() + slots[d0:d].sum() for d in space.d_choices}
-            d = min(options, key=options.get)
-            row[1 + 2 * N_SLOTS + s] = d
-            total += options[d]
-        if total < best_cost:
-            best_cost, best_row = total, row
-    return space.canonical(best_row[None])[0]
 
 
 @dataclass

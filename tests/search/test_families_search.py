@@ -104,7 +104,10 @@ def test_every_algorithm_returns_canonical_rows_within_the_budget(family_run, al
         assert arch.id == b["id"] and b["describe"].startswith(run.family)
     doc = json.loads((run.run_dir / "search.json").read_text())
     paths = doc["metrics"]["fast_paths"]
-    assert paths["family"] == run.family and paths["path"] == "generic" and not paths["fused_gather"]
+    # the family's slot layout: exact tables, one fused gather, choice-index breeding
+    assert paths["family"] == run.family and paths["path"] == "tables" and paths["fused_gather"]
+    assert paths["costs"] == {f"ms:{DEV}": "table"} and paths["accuracy_features"] == "gathered"
+    assert paths["index_breeding"]
     explored = pd.read_csv(run.run_dir / "explored.csv")
     assert len(explored) > 0 and (explored[f"ms_pred:{DEV}"] <= run.budget).all()
 

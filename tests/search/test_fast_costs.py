@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hwnas.families import DEFAULT_FAMILY, family_names, get_family
 from hwnas.latency import AnalyticPredictor, HybridPredictor, LookupTablePredictor, MLPPredictor
 from hwnas.latency.analytic import all_features
 from hwnas.latency.api import read_latency_table
@@ -107,14 +108,63 @@ def test_single_thread_is_reentrant():
     assert base._SINGLE_DEPTH == 0
 
 
-def test_accuracy_cost_features_match_the_per_column_tables():
-    import json
+def _family_space(family: str):
+    return get_family(family).space_from_dict({"r": "32:48:4"})
 
-    from hwnas.accuracy import features as F
 
-    for space in (SearchSpace(r_choices=tuple(range(32, 65, 4))), SearchSpace()):
-        rows = sample_mixed(space, 1500, np.random.default_rng(2))
-        tables = F._cost_tables(json.dumps(space.to_dict(), sort_keys=True), 10)
-        old = np.log(np.maximum(np.stack([t.predict(rows) for t in tables], axis=1), 1.0))
-        assert F._both_table(space, 10) is not None
-        assert np.array_equal(F._log_costs(space, rows, 10), old)
+def _family_kinds(family: str, width: float):
+    kw = dict(width_mult=width, n_classes=10, family=family)
+    return {
+        "analytic-linear": (lambda: AnalyticPredictor("stage", "linear", 1e-4, **kw), "table"),
+        "analytic-log": (lambda: AnalyticPredictor("roofline", "log", 1e-3, **kw), "vectorised"),
+        "lut": (lambda: LookupTablePredictor("nnls", 1.0, **kw), "table"),
+        "hybrid-ridge": (lambda: HybridPredictor("auto", "ridge", **kw), "vectorised"),
+        "mlp": (lambda: MLPPredictor(hidden=16, epochs=60, seeds=2, **kw), "vectorised"),
+    }
+
+
+@pytest.mark.parametrize("family", [f for f in family_names() if f != DEFAULT_FAMILY])
+@pytest.mark.parametrize("kind", ["analytic-linear", "analytic-log", "lut", "hybrid-ridge", "mlp"])
+def test_every_family_takes_the_fast_cost_path(family, kind):
+    """The other families' latency models on their fast paths (their analytic features, lookup
+    tables and linear models tabulated over the slot layout), with the same predictions."""
+    space = _family_space(family)
+    rng = np.random.default_rng(0)
+    m = sample_mixed(space, 160, rng)
+    macs = space.family.count_params_macs(np.asarray(m, np.int64), space.width_mult, 10)[1].astype(float)
+    y = 0.2 + macs / macs.mean() * (1 + 0.1 * rng.random(len(m)))
+    make, path = _family_kinds(family, space.width_mult)[kind]
+    pred = make().fit(m, y)
+
+    class Acc:
+        def predict(self, rows):
+            return np.asarray(rows)[:, 1:].sum(axis=1) * 0.1
+
+    problem = Problem(space, Acc(), {"dev": pred}, {"dev": 1e6}, n_classes=10)
+    assert problem.cost_paths() == {"ms:dev": path}
+    assert problem.fast_paths()["fused_gather"]
+    rows = np.concatenate([sample_mixed(space, 400, rng),
+                           space.family.space_from_dict({"r": [60]}).sample_matrix(10, 0)])  # r outside
+    want = pred.predict(rows)
+    np.testing.assert_allclose(problem.costs(rows)[0]["ms:dev"], want, rtol=1e-9, atol=0)
+    with single_thread():
+        np.testing.assert_allclose(problem.costs(rows[:7])[0]["ms:dev"], pred.predict(rows[:7]), rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize("family", family_names())
+@pytest.mark.parametrize("features", ["full", "compact"])
+def test_accuracy_features_are_gathered_bit_for_bit(family, features):
+    from hwnas.accuracy.features import arch_features, features_from_pre, params_macs
+    from hwnas.search.fused import FusedTable
+    from hwnas.search.indexed import gene_index
+    from hwnas.search.tabulate import accuracy_feature_table
+
+    space = _family_space(family)
+    table = accuracy_feature_table(space, features, 10)
+    assert table is not None
+    rows = sample_mixed(space, 1500, np.random.default_rng(2))
+    idx = gene_index(space).index_values(rows)
+    got = features_from_pre(space, FusedTable(table.slots, [table]).gather(idx), features)
+    assert np.array_equal(got, arch_features(space, rows, features, 10))
+    params, macs = params_macs(space, rows, 10)
+    np.testing.assert_array_equal(got[:, -2:], np.log(np.stack([macs, params], axis=1)))

@@ -8,9 +8,17 @@ import pytest
 
 from hwnas.accuracy.predictors import RidgePredictor
 from hwnas.latency import AnalyticPredictor, HybridPredictor
-from hwnas.search.operators import D, E, KS, breed, crossover, mutate, sample_mixed, used_mask
+from hwnas.search.operators import breed, crossover, mutate, sample_mixed
 from hwnas.search.problem import Problem
-from hwnas.space import PAD_E, PAD_KS, SearchSpace
+from hwnas.space import N_SLOTS, N_STAGES, PAD_E, PAD_KS, SearchSpace
+
+KS, E = slice(1, 1 + N_SLOTS), slice(1 + N_SLOTS, 1 + 2 * N_SLOTS)
+D = slice(1 + 2 * N_SLOTS, 1 + 2 * N_SLOTS + N_STAGES)
+
+
+def used_mask(m: np.ndarray) -> np.ndarray:
+    """bool [n, 20]: the slots each OFA-MobileNetV3 row uses."""
+    return SearchSpace.active_mask(m)[:, :N_SLOTS]
 
 KW = dict(width_mult=1.0, n_classes=10)
 

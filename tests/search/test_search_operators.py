@@ -3,9 +3,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hwnas.search.operators import (crossover, mutate, sample_graded, sample_mixed, unique_rows,
-                                    used_mask)
-from hwnas.space import SearchSpace
+from hwnas.search.operators import crossover, mutate, sample_graded, sample_mixed, unique_rows
+from hwnas.space import N_SLOTS, SearchSpace
+
+
+def used_mask(m: np.ndarray) -> np.ndarray:
+    """bool [n, 20]: the slots each OFA-MobileNetV3 row uses (its kernel genes' activity)."""
+    return SearchSpace.active_mask(m)[:, :N_SLOTS]
 
 
 def _in_space_and_canonical(space: SearchSpace, m: np.ndarray) -> None:

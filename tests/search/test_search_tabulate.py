@@ -1,46 +1,69 @@
+"""Exact tables of additive models over every registered family's slot layout."""
+
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from hwnas.families import family_names, get_family
 from hwnas.search.operators import sample_mixed
-from hwnas.search.problem import Problem, _table_argmin
-from hwnas.search.tabulate import tabulate
-from hwnas.space import SearchSpace
-from hwnas.supernet.stats import stats_frame
+from hwnas.search.problem import Problem
+from hwnas.search.tabulate import argmin_row, tabulate
+
+FAMILIES = family_names()
 
 
-def _macs(m):
-    return stats_frame(np.asarray(m), n_classes=10)["macs"].to_numpy(np.float64)
+def _space(family: str, r="32:64:4"):
+    return get_family(family).space_from_dict({"r": r})
 
 
-def test_macs_table_is_exact_and_its_minimum_is_the_smallest_subnet():
-    space = SearchSpace.from_dict({"r": "32:64:4"})
-    table = tabulate(_macs, space)
+def _macs_of(space):
+    def macs(m):
+        m = np.asarray(m, dtype=np.int64)
+        return space.family.count_params_macs(m, space.width_mult, 10)[1].astype(np.float64)
+    return macs
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_macs_table_is_exact_and_its_minimum_is_the_smallest_subnet(family):
+    space = _space(family)
+    macs = _macs_of(space)
+    table = tabulate(macs, space)
     assert table is not None
     m = sample_mixed(space, 3000, np.random.default_rng(5))
-    assert np.array_equal(table.predict(m), _macs(m))
-    best = _table_argmin(table)
-    assert _macs(best[None])[0] == _macs(space.to_matrix([space.min_arch()]))[0]
+    assert np.array_equal(table.predict(m), macs(m))
+    best = argmin_row(table)
+    np.testing.assert_array_equal(space.canonical(best[None])[0], best)
+    assert macs(best[None])[0] == macs(space.to_matrix([space.min_arch()]))[0] <= macs(m).min()
 
 
-def test_non_additive_models_are_not_tabulated_and_foreign_rows_fall_back():
-    space = SearchSpace.from_dict({"r": "32:40:4"})
-    assert tabulate(lambda m: np.sqrt(_macs(m)), space) is None
-    table = tabulate(_macs, space)
-    outside = SearchSpace.from_dict({"r": [56]}).sample_matrix(20, 0)
-    assert np.array_equal(table.predict(outside), _macs(outside))  # r=56 is not in the table
-    shallow = SearchSpace.from_dict({"r": [32], "d": [1, 2]}).sample_matrix(50, 0)
-    assert np.array_equal(table.predict(shallow), _macs(shallow))  # depth 1 is not either
+@pytest.mark.parametrize("family", FAMILIES)
+def test_non_additive_models_are_not_tabulated_and_foreign_rows_fall_back(family):
+    space = _space(family, "32:40:4")
+    macs = _macs_of(space)
+    assert tabulate(lambda m: np.sqrt(macs(m)), space) is None
+    table = tabulate(macs, space)
+    outside = _space(family, [56]).sample_matrix(20, 0)
+    assert np.array_equal(table.predict(outside), macs(outside))  # r=56 is not in the table
 
 
-def test_real_lookup_table_predictor_is_tabulated_exactly():
+def test_rows_shallower_than_the_space_fall_back():
+    space = _space("ofa-mbv3", "32:40:4")
+    macs = _macs_of(space)
+    table = tabulate(macs, space)
+    shallow = get_family("ofa-mbv3").space_from_dict({"r": [32], "d": [1, 2]}).sample_matrix(50, 0)
+    assert np.array_equal(table.predict(shallow), macs(shallow))  # depth 1 is not in the table
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_real_lookup_table_predictor_is_tabulated_exactly(family):
     from hwnas.latency import LookupTablePredictor
 
-    space = SearchSpace.from_dict({"r": "32:48:4"})
+    space = _space(family, "32:48:4")
     rng = np.random.default_rng(0)
     m = sample_mixed(space, 200, rng)
-    ms = 0.3 + _macs(m) / 2e7 * (1 + 0.05 * rng.standard_normal(len(m)))
-    lut = LookupTablePredictor(n_classes=10).fit(m, ms)
+    ms = 0.3 + _macs_of(space)(m) / 2e7 * (1 + 0.05 * rng.standard_normal(len(m)))
+    lut = LookupTablePredictor(n_classes=10, width_mult=space.width_mult, family=family).fit(m, ms)
     problem = Problem(space, lut, {"dev": lut}, {"dev": 10.0}, n_classes=10)
     assert problem.tabulated() == {"ms:dev": True}
     check = sample_mixed(space, 500, rng)

@@ -6,6 +6,7 @@ Its arch type is `hwnas.space.Arch` and its network `hwnas.supernet.ofa_mbv3.OFA
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Mapping
 
 import numpy as np
@@ -17,6 +18,16 @@ __all__ = ["OFAMobileNetV3Family"]
 KS, E, D = (3, 5, 7), (3, 4, 6), (2, 3, 4)
 
 
+@functools.lru_cache(maxsize=None)
+def _slot_layout():
+    from hwnas.families.slots import Slot, SlotLayout
+    from hwnas.space import MAX_DEPTH, N_SLOTS
+
+    first_depth = 1 + 2 * N_SLOTS
+    return SlotLayout(tuple(Slot((1 + s, 1 + N_SLOTS + s), depth=first_depth + s // MAX_DEPTH,
+                                 after=s % MAX_DEPTH) for s in range(N_SLOTS)))
+
+
 class OFAMobileNetV3Family(Family):
     name = "ofa-mbv3"
     ofa_class = "OFAMobileNetV3"
@@ -25,6 +36,7 @@ class OFAMobileNetV3Family(Family):
     published = {1.0: "ofa_mbv3_d234_e346_k357_w1.0", 1.2: "ofa_mbv3_d234_e346_k357_w1.2"}
     shrink_phases = (("kernel", "ks"), ("depth", "d"), ("expand", "e"))
     any_width = True  # the plan is width-parametric; 1.0 and 1.2 are the published supernets
+    compact_summary = "stages"  # its compact accuracy features predate families: per stage
 
     def gene_groups(self) -> tuple[GeneGroup, ...]:
         from hwnas.space import N_SLOTS, N_STAGES
@@ -104,6 +116,11 @@ class OFAMobileNetV3Family(Family):
         from hwnas.families.ofa_mbv3.parts import MBV3CostLayout
 
         return cached_layout(MBV3CostLayout, self.check_width(width_mult), check_n_classes(n_classes))
+
+    def slot_layout(self):
+        """20 slots (5 stages of up to 4 blocks), each owning its kernel and expand gene; slot j of a
+        stage runs while the stage's depth is above j."""
+        return _slot_layout()
 
     def ofa_layout(self, width_mult: float, n_classes: int = 1000) -> dict[str, tuple[int, ...]]:
         from hwnas.supernet.ofa_import import ofa_mbv3_layout

@@ -11,6 +11,7 @@ This module needs numpy only; torch is imported when a network, a layout or a co
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
@@ -33,6 +34,17 @@ LAST_D_ACCEPTED = (1,) + D_CHOICES
 # per gene slot: its stage and its index in the stage (slot = 4 * stage + index)
 _STAGE_OF_SLOT = np.array([s for s, depth in enumerate(STAGE_DEPTHS) for _ in range(depth)])
 _INDEX_OF_SLOT = np.array([j for depth in STAGE_DEPTHS for j in range(depth)])
+
+
+@functools.lru_cache(maxsize=None)
+def _slot_layout():
+    from hwnas.families.slots import Slot, SlotLayout
+
+    first_depth = 1 + 2 * N_SLOTS
+    return SlotLayout(tuple(
+        Slot((1 + s, 1 + N_SLOTS + s),
+             depth=first_depth + int(stage) if STAGE_DEPTHS[stage] > 1 else None, after=int(j))
+        for s, (stage, j) in enumerate(zip(_STAGE_OF_SLOT, _INDEX_OF_SLOT))))
 
 
 class OFAProxylessFamily(Family):
@@ -128,6 +140,11 @@ class OFAProxylessFamily(Family):
         from hwnas.families.ofa_proxyless.parts import ProxylessCostLayout
 
         return cached_layout(ProxylessCostLayout, self.check_width(width_mult), check_n_classes(n_classes))
+
+    def slot_layout(self):
+        """21 slots, each owning its kernel and expand gene: slot j of an elastic stage runs while
+        the stage's depth is above j; the last stage's one block always runs."""
+        return _slot_layout()
 
     # -- Once-for-All checkpoints -----------------------------------------------------------
     def ofa_layout(self, width_mult: float, n_classes: int = 1000) -> dict[str, tuple[int, ...]]:

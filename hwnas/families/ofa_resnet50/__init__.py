@@ -14,6 +14,7 @@ torch is imported only by `build_supernet` (``network.py``); genes, costs and la
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
@@ -43,6 +44,19 @@ def _depth_weights() -> np.ndarray:
     """P(d) of a stage's extra depth, uniform over networks: d adds d blocks of |e| choices each."""
     weights = np.array([len(plan.E_CHOICES) ** d for d in plan.D_CHOICES], dtype=float)
     return weights / weights.sum()
+
+
+@functools.lru_cache(maxsize=None)
+def _slot_layout():
+    from hwnas.families.slots import Slot, SlotLayout
+
+    width = [_W + i for i in range(6)]  # w_0, w_1 (stem), then one width per stage
+    slots = [Slot((_D, _W), shared=(width[1],))]
+    for i, (s, j) in enumerate(zip(plan.BLOCK_STAGE, plan.BLOCK_POS)):
+        shared = (width[s + 1], width[s + 2]) if j == 0 else (width[s + 2],)
+        after = j - plan.BASE_DEPTHS[s]
+        slots.append(Slot((_E + i,), shared, depth=_D + 1 + s if after >= 0 else None, after=after))
+    return SlotLayout(tuple(slots), shared=tuple(width[1:]))
 
 
 class OFAResNet50Family(Family):
@@ -129,6 +143,12 @@ class OFAResNet50Family(Family):
         from hwnas.families.ofa_resnet50.parts import ResNet50CostLayout
 
         return cached_layout(ResNet50CostLayout, self.check_width(width_mult), check_n_classes(n_classes))
+
+    def slot_layout(self):
+        """The stem owns d_0 and w_0 (and reads w_1); bottleneck i owns e_i and reads its stage's
+        width (a stage's first block also the width before it) and runs while its stage's extra
+        depth d_{s+1} reaches it. The widths w_1..w_5, read by several parts, are shared."""
+        return _slot_layout()
 
     # -- Once-for-All checkpoints ---------------------------------------------------------
     def ofa_layout(self, width_mult: float, n_classes: int = 1000) -> dict[str, tuple[int, ...]]:
