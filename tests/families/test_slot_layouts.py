@@ -17,6 +17,15 @@ from hwnas.families.slots import Slot, SlotLayout
 FAMILIES = family_names()
 
 
+def _layout_of(family: str):
+    """(family, its slot layout); skipped for a family searched on the generic path."""
+    fam = get_family(family)
+    layout = fam.slot_layout()
+    if layout is None:
+        pytest.skip(f"{family} has no slot layout (searched on the generic path)")
+    return fam, layout
+
+
 def _rows(fam, n: int = 400) -> np.ndarray:
     space = fam.default_space()
     return np.asarray(space.sample_matrix(n, np.random.default_rng(0)), dtype=np.int64)
@@ -24,10 +33,7 @@ def _rows(fam, n: int = 400) -> np.ndarray:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_slot_genes_are_active_exactly_when_the_slot_runs(family):
-    fam = get_family(family)
-    layout = fam.slot_layout()
-    if layout is None:
-        pytest.skip(f"{family} has no slot layout (searched on the generic path)")
+    fam, layout = _layout_of(family)
     layout.check(len(fam.flat_columns()))
     m = _rows(fam)
     used, active = layout.used(m), fam.active_mask(m)
@@ -41,10 +47,7 @@ def test_slot_genes_are_active_exactly_when_the_slot_runs(family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_part_of_the_cost_layout_is_a_slot_or_context(family):
-    fam = get_family(family)
-    layout = fam.slot_layout()
-    if layout is None:
-        pytest.skip(f"{family} has no slot layout")
+    fam, layout = _layout_of(family)
     cost = fam.cost_layout(n_classes=10)
     m = _rows(fam)
     part_active = cost.active(m)
