@@ -1169,7 +1169,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     except (KeyboardInterrupt, _Interrupted):
         if _state["debug"]:
             raise
-        _fail("interrupted; what was written so far is kept, and the same command resumes", 130)
+        _fail("interrupted; what was written so far is kept, and the same command resumes", 130,
+              at_once=argv is None)
     except OSError as err:  # a path the user gave: a file for a folder, no permission, disk full
         if _state["debug"]:
             raise
@@ -1221,10 +1222,17 @@ def _unexpected(err: BaseException) -> None:
           "rerun with `hwnas --debug ...` for the traceback and report it)", 1)
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int, at_once: bool = False) -> None:
+    """One line and the exit code. `at_once` (Ctrl-C in the `hwnas` process itself): every writer
+    is atomic and the stack has unwound, so exit without waiting for library threads (ONNX
+    Runtime's, torch's) to wind down."""
     from rich.markup import escape
 
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    if at_once:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
