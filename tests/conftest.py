@@ -68,3 +68,13 @@ def family_supernet(tmp_path_factory):
         return made[family]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def token_file(tmp_path_factory):
+    """A fresh agent token file (the agent tests' shared secret)."""
+    from hwnas.devices.agent import create_token_file
+
+    path = tmp_path_factory.mktemp("token") / "agent.token"
+    create_token_file(path)
+    return path

@@ -77,13 +77,6 @@ def remote(name: str, port: int, token_file: Path, **agent: object) -> Device:
 
 
 @pytest.fixture(scope="module")
-def token_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("token") / "agent.token"
-    create_token_file(path)
-    return path
-
-
-@pytest.fixture(scope="module")
 def agent(token_file, tmp_path_factory):
     proc = AgentProcess(token_file, tmp_path_factory.mktemp("agent") / "state",
                         max_request_bytes=LIMIT)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from hwnas.devices import Artifact, Device
-from hwnas.devices.agent import AgentClient, AgentRefused, AgentSettings, create_token_file
+from hwnas.devices.agent import AgentClient, AgentRefused, AgentSettings
 from hwnas.devices.agent.wire import Refusal, check_onnx, encode_frames
 from hwnas.errors import AgentError
 
@@ -192,13 +192,6 @@ def _set_nofile(n: int) -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
-
-
-@pytest.fixture(scope="module")
-def token_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("token") / "agent.token"
-    create_token_file(path)
-    return path
 
 
 @pytest.fixture(scope="module")
