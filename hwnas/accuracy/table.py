@@ -204,8 +204,7 @@ def evaluate_into_table(run, archs, name: str, *, split: str, seed: int, bn_imag
         import torch.distributed as dist
 
         dist.barrier()
-        table = read_accuracy_table(run.run_dir, name, space)
-    table = read_accuracy_table(run.run_dir, name, space)
+    table = read_accuracy_table(run.run_dir, name, space)  # what every writer (and the shipped rows) left
     wanted = {a.id for a in archs}
     return table[table["id"].astype(str).isin(wanted)].reset_index(drop=True)
 
