@@ -551,6 +551,10 @@ def _report(problem: Problem, devices: list[str], budgets: dict[str, float], set
         "acceptance": verification,
         "verification": ver.records,
         "info": {k: v for k, v in outcome.info.items() if k not in settings},
+        # the best objective per generation (the dashboard's search-history chart; empty for
+        # algorithms without generations)
+        "history": [{"generation": g, "best_top1_objective": round(float(v), 4)}
+                    for g, v in enumerate(outcome.history)],
         "versions": _versions(),
     }
 

@@ -99,6 +99,9 @@ def test_search_writes_front_report_and_plot_and_drops_over_budget_candidates(ru
     assert all(v >= 0 for v in split.values()) and sum(split.values()) <= m["search_s"] + 1e-3
     assert m["fast_paths"]["fused_gather"] and m["fast_paths"]["costs"] == m["cost_paths"]
     assert [b["id"] for b in doc["best"]] == [b["id"] for b in res.best]
+    history = doc["history"]  # the best objective per generation, never worse than the one before
+    assert [h["generation"] for h in history] == list(range(len(history))) and len(history) > 1
+    assert all(b["best_top1_objective"] >= a["best_top1_objective"] for a, b in zip(history, history[1:]))
     assert (run.run_dir / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert res.message.startswith("3 subnets met")
 
