@@ -32,6 +32,7 @@ def test_sample_is_distinct_and_prefix_stable(small_space):
 
 
 @pytest.mark.parametrize("kind,settings", [("ridge", {"features": "compact"}), ("ridge", {"features": "full"}),
+                                           ("gp", {"features": "compact"}),
                                            ("mlp-ensemble", {"features": "compact", "epochs": 100}),
                                            ("mlp", {"hidden": [32, 32, 32], "epochs": 60})])
 def test_every_kind_ranks_clips_knows_its_spread_and_round_trips(small_space, tmp_path, kind, settings):
