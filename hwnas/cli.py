@@ -519,6 +519,9 @@ def agent_serve(
                                                     "has to send its whole request (default 120)."),
     stop_grace: Optional[float] = typer.Option(None, "--stop-grace", help="Seconds a measurement may "
                                                "finish after SIGTERM before it is cancelled (default 4)."),
+    tls: bool = typer.Option(False, "--tls", help="Speak TLS with a self-signed certificate kept beside the "
+                             "token file (made once with openssl); prints the SHA-256 fingerprint clients "
+                             "pin as tls_fingerprint."),
 ) -> None:
     """Serve this machine's devices to remote profilers (ONNX in, latency stats out)."""
     from hwnas.devices.agent import AgentLimits, serve
@@ -528,7 +531,7 @@ def agent_serve(
              "max_connections": max_connections, "header_timeout_s": header_timeout,
              "receive_timeout_s": receive_timeout, "stop_grace_s": stop_grace}
     limits = AgentLimits(**{k: v for k, v in given.items() if v is not None})
-    serve(host, port, token_file, devices_file, state_dir, max_request_bytes, limits=limits,
+    serve(host, port, token_file, devices_file, state_dir, max_request_bytes, limits=limits, tls=tls,
           echo=lambda msg: err_console.print(msg, highlight=False))
 
 

@@ -9,8 +9,9 @@ import tempfile
 import pytest
 import torch
 
-# shared test helpers (e.g. ofa_reference) import by name from any test folder
+# shared test helpers (e.g. ofa_reference; search_stubs) import by name from any test folder
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(1, os.path.join(os.path.dirname(__file__), "search"))
 
 # Device anchors (hwnas.profiling.anchors) live in a per-user state folder: give the tests, and the
 # processes they start, one of their own so they neither read nor change the user's.

@@ -52,8 +52,6 @@ def front_mask_2d(ms: Any, top1: Any) -> np.ndarray:
     """Non-dominated rows for (min ms, max top-1): `hwnas.search.pareto.front_mask`."""
     from hwnas.search.pareto import front_mask
 
-    if not len(np.asarray(ms)):
-        return np.zeros(0, dtype=bool)
     return front_mask(_loss(ms, top1))
 
 
@@ -63,8 +61,6 @@ def hypervolume_2d(ms: Any, top1: Any, budget: float) -> float:
     search's objective, the two agree."""
     from hwnas.search.pareto import hypervolume
 
-    if not len(np.asarray(ms)):
-        return 0.0
     return hypervolume(_loss(ms, top1), np.array([0.0, float(budget)]))
 
 

@@ -36,11 +36,21 @@ class Device(BaseModel):
                                  "CUDAExecutionProvider for onnxruntime, CPU for openvino, cuda for torch")
     options: dict[str, Any] = Field(default_factory=dict, description="backend-specific settings")
     description: str = ""
-    # Remote agents (extension point): a device with `host` is measured by an hwnas agent on that
-    # machine. The client is not part of this version: such a device reports itself unavailable.
+    # Remote agents: a device with `host` is measured by an hwnas agent on that machine
+    # (`hwnas.devices.agent`), which its client reaches with the token in `token_file`.
     host: str | None = None
     port: int | None = Field(None, ge=1, le=65535)
     token_file: Path | None = None
+    tls_fingerprint: str | None = Field(None, description="SHA-256 fingerprint of the agent's TLS "
+                                        "certificate, as `hwnas agent serve --tls` prints it: the "
+                                        "client then speaks TLS and trusts that certificate only")
+
+    @field_validator("tls_fingerprint")
+    @classmethod
+    def _fingerprint(cls, value: str | None) -> str | None:
+        from hwnas.devices.agent.tls import normalize_fingerprint
+
+        return None if value is None else normalize_fingerprint(value)
 
     @field_validator("backend")
     @classmethod
@@ -63,6 +73,9 @@ class Device(BaseModel):
             where = f" with provider {self.provider}" if self.provider else ""
             raise ValueError(f"backend {self.backend}{where} supports precision "
                              f"{', '.join(allowed)}; got {self.precision}")
+        if self.tls_fingerprint and not self.host:
+            raise ValueError("tls_fingerprint pins a remote agent's certificate: give the device "
+                             "its agent's host too, or remove tls_fingerprint")
         return self
 
     @property
@@ -98,4 +111,6 @@ class Device(BaseModel):
         parts += [f"{k}={v}" for k, v in self.options.items()]
         if self.host:
             parts.append(f"host={self.host}:{self.port or ''}".rstrip(":"))
+            if self.tls_fingerprint:
+                parts.append("tls")
         return " ".join(parts)

@@ -517,12 +517,13 @@ def _num(v: Any) -> float | None:
 
 
 def _versions() -> dict[str, str]:
-    import optuna
+    """The libraries a search's numbers depend on (Optuna's samplers, moocore's fronts)."""
+    from importlib.metadata import version
 
     from hwnas import __version__ as hwnas_version
 
     return {"hwnas": hwnas_version, "python": platform.python_version(), "numpy": np.__version__,
-            "optuna": optuna.__version__}
+            "optuna": version("optuna"), "moocore": version("moocore")}
 
 
 def _report(problem: Problem, devices: list[str], budgets: dict[str, float], settings: dict[str, Any],

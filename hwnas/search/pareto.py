@@ -1,39 +1,45 @@
-"""Pareto machinery on loss matrices (every objective minimised): non-dominated sorting with a
-constraint penalty, crowding distance, fronts and hypervolume.
+"""Pareto machinery on loss matrices (every objective minimised): the front, non-dominated sorting
+with a constraint penalty, crowding distance and hypervolume. The search (`api`, `nsga2`) and the
+dashboard (`hwnas.dashboard.stats`) call these functions and nothing else, so a run's front and
+hypervolume are one definition wherever they are shown.
 
-Sorting and hypervolume come from Optuna's own, tested implementations (WFG hypervolume, fast
-non-dominated sort with the constrained-domination rule of NSGA-II) rather than new code; they live
-in private modules, so they are imported in one place with a clear error if Optuna moves them.
+Dominance and hypervolume come from moocore (a maintained library with a public API and C
+implementations: O(n log n) fronts for up to 3 objectives, Kung's O(n log^(k-2) n) beyond; exact
+hypervolume in any dimension), not from new code here.
+
+Duplicates: identical points never dominate one another, so every copy of a front point is on the
+front and shares its rank (hypervolume is unaffected by copies).
 """
 
 from __future__ import annotations
 
+import moocore
 import numpy as np
 
 __all__ = ["nondominated_rank", "crowding_distance", "front_mask", "hypervolume", "rank_and_crowding",
            "select_survivors"]
 
 
-def _optuna_mo():
-    try:
-        from optuna._hypervolume import compute_hypervolume
-        from optuna.study._multi_objective import _fast_non_domination_rank
-    except ImportError as err:  # pragma: no cover - depends on the installed Optuna
-        raise ImportError(f"this Optuna lacks the hypervolume/non-dominated-sort helpers hwnas uses "
-                          f"({err}); install optuna>=4.0,<6") from None
-    return compute_hypervolume, _fast_non_domination_rank
-
-
-def nondominated_rank(loss: np.ndarray, penalty: np.ndarray | None = None,
-                      n_below: int | None = None) -> np.ndarray:
-    """Front index of each row (0 = non-dominated). Rows with penalty > 0 (constraint violation)
-    rank after every feasible row, ordered by their violation (constrained domination)."""
-    _, rank = _optuna_mo()
-    loss = np.asarray(loss, dtype=np.float64)
-    if len(loss) == 0:
+def _rank(loss: np.ndarray) -> np.ndarray:
+    """Plain non-dominated sorting: front index of each row (0 = non-dominated), copies alike."""
+    if not len(loss):
         return np.zeros(0, dtype=int)
-    pen = None if penalty is None else np.asarray(penalty, dtype=np.float64)
-    return rank(loss, penalty=pen, n_below=n_below)
+    return np.asarray(moocore.pareto_rank(loss), dtype=int)
+
+
+def nondominated_rank(loss: np.ndarray, penalty: np.ndarray | None = None) -> np.ndarray:
+    """Front index of each row (0 = non-dominated). Rows with penalty > 0 (constraint violation)
+    rank after every feasible row, one front per distinct violation, least first (NSGA-II's
+    constrained domination)."""
+    loss = np.asarray(loss, dtype=np.float64)
+    if penalty is None:
+        return _rank(loss)
+    pen = np.asarray(penalty, dtype=np.float64)
+    ok = pen <= 0
+    rank = np.empty(len(loss), dtype=int)
+    rank[ok] = _rank(loss[ok])
+    rank[~ok] = rank[ok].max(initial=-1) + 1 + _rank(pen[~ok, None])
+    return rank
 
 
 def crowding_distance(loss: np.ndarray) -> np.ndarray:
@@ -53,56 +59,22 @@ def crowding_distance(loss: np.ndarray) -> np.ndarray:
 
 
 def front_mask(loss: np.ndarray, feasible: np.ndarray | None = None) -> np.ndarray:
-    """bool mask of the feasible non-dominated rows (duplicates of a front point all count)."""
+    """bool mask of the feasible non-dominated rows (every copy of a front point counts)."""
     loss = np.asarray(loss, dtype=np.float64)
     mask = np.zeros(len(loss), dtype=bool)
-    ok = np.ones(len(loss), bool) if feasible is None else np.asarray(feasible, bool)
-    if not ok.any():
-        return mask
-    idx = np.flatnonzero(ok)
-    if loss.shape[1] in (2, 3):
-        uniq, inverse = np.unique(loss[idx], axis=0, return_inverse=True)
-        mask[idx] = _sweep_front(uniq)[inverse.reshape(-1)]
-    else:
-        mask[idx[nondominated_rank(loss[idx]) == 0]] = True
+    idx = np.arange(len(loss)) if feasible is None else np.flatnonzero(np.asarray(feasible, bool))
+    if len(idx):
+        mask[idx] = moocore.is_nondominated(loss[idx], keep_weakly=True)
     return mask
-
-
-def _sweep_front(points: np.ndarray) -> np.ndarray:
-    """Non-dominated mask of distinct rows with 2 or 3 objectives in O(n log n) (Kung's sweep):
-    in lexicographic order every possible dominator of a point comes before it, so a point is
-    dominated iff an earlier one is no worse in the last two objectives; the earlier ones are kept
-    as a 2-D staircase (second objective rising, third falling). Optuna's general n-d sort takes
-    ~13 s on the 45,000 subnets of a three-objective search; this takes a fraction of a second."""
-    import bisect
-
-    p = points if points.shape[1] == 3 else np.column_stack([points, np.zeros(len(points))])
-    order = np.lexsort((p[:, 2], p[:, 1], p[:, 0]))
-    xs: list[float] = []  # staircase: second objective ascending ...
-    ys: list[float] = []  # ... third objective descending
-    front = np.zeros(len(p), dtype=bool)
-    for i, (_, y, z) in zip(order.tolist(), p[order].tolist()):
-        j = bisect.bisect_right(xs, y)  # entries with second objective <= y: the last has the least third
-        if j and ys[j - 1] <= z:
-            continue
-        front[i] = True
-        k = j
-        while k < len(xs) and ys[k] >= z:  # entries the new point dominates in the last two
-            k += 1
-        xs[j:k], ys[j:k] = [y], [z]
-    return front
 
 
 def hypervolume(loss: np.ndarray, reference: np.ndarray) -> float:
     """Hypervolume dominated by the rows of `loss` up to `reference` (rows not strictly better
     than the reference in every objective add nothing and are dropped)."""
-    compute, _ = _optuna_mo()
-    loss = np.asarray(loss, dtype=np.float64).reshape(-1, len(reference))
     reference = np.asarray(reference, dtype=np.float64)
-    inside = (loss < reference).all(axis=1)
-    if not inside.any():
-        return 0.0
-    return float(compute(loss[inside], reference))
+    loss = np.asarray(loss, dtype=np.float64).reshape(-1, len(reference))
+    inside = loss[(loss < reference).all(axis=1)]
+    return float(moocore.hypervolume(inside, ref=reference)) if len(inside) else 0.0
 
 
 def rank_and_crowding(loss: np.ndarray, penalty: np.ndarray | None = None

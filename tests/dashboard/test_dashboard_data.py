@@ -43,6 +43,26 @@ def test_front_and_hypervolume_are_the_search_librarys():
     assert stats.hypervolume_2d(ms, top1, 3.5) == hypervolume(loss, np.array([0.0, 3.5]))
 
 
+@pytest.mark.parametrize("algo", ["evolution", "nsga2"])
+def test_the_dashboards_hypervolume_is_search_jsons(tiny_supernet, tmp_path, algo):
+    """One run, one number: the overview's hypervolume, recomputed from pareto.csv, is the
+    hypervolume a real search wrote into search.json."""
+    from search_stubs import fit_stub_predictors
+
+    from hwnas.run import open_run
+    from hwnas.search.api import run_search
+
+    run = open_run(tmp_path / "run", tiny_supernet)
+    _, budget = fit_stub_predictors(run, "cpu-ort")
+    run_search(run.run_dir, "cpu-ort", budget, algo=algo, pareto=True, verify=False, plot=False,
+               population=30, generations=8)
+    doc = json.loads((run.run_dir / "search.json").read_text())
+    front = data.load_front(RunFiles(run.run_dir))
+    assert doc["metrics"]["hypervolume"] > 0
+    assert front.hypervolume() == pytest.approx(doc["metrics"]["hypervolume"], rel=1e-12)
+    assert int(front.df["on_front"].sum()) == doc["metrics"]["front_size"]
+
+
 def test_intervals():
     lo, hi = stats.wilson_interval([99.6, 50.0, np.nan], [500, 100, 500])
     assert 98.5 < lo[0] < 99.6 < hi[0] < 100 and hi[1] - lo[1] == pytest.approx(19.2, abs=0.3)

@@ -37,13 +37,14 @@ FAST_MANY = dict(rounds=2, ref_runs=2, ref_warmup_runs=1, **FAST)
 
 
 class AgentProcess:
-    """`python -m hwnas.devices.agent` in a subprocess; `port` is read from its banner."""
+    """`python -m hwnas.devices.agent` in a subprocess; `port` is read from its banner, which
+    `banner` keeps whole. An option given as True is a bare flag (`tls=True`: --tls)."""
 
     def __init__(self, token_file: Path, state_dir: Path, port: int = 0, **options: object):
         cmd = [sys.executable, "-m", "hwnas.devices.agent", "--host", "127.0.0.1",
                "--port", str(port), "--token-file", str(token_file), "--state-dir", str(state_dir)]
         for key, value in options.items():
-            cmd += [f"--{key.replace('_', '-')}", str(value)]
+            cmd += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
         self.log = state_dir.parent / f"{state_dir.name}.log"
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log.open("ab"),
                                      text=True)
@@ -58,7 +59,8 @@ class AgentProcess:
             if ready:
                 line = self.proc.stdout.readline()
                 self.banner += line
-                if match := re.search(r"listening on http://127\.0\.0\.1:(\d+)", line):
+                match = re.search(r"listening on https?://127\.0\.0\.1:(\d+)", self.banner)
+                if match and "devices usable here" in line:  # the banner's last line
                     return int(match.group(1))
             if self.proc.poll() is not None:
                 break
@@ -71,9 +73,11 @@ class AgentProcess:
         return self.proc.wait(timeout=20)
 
 
-def remote(name: str, port: int, token_file: Path, **agent: object) -> Device:
+def remote(name: str, port: int, token_file: Path, *, tls_fingerprint: str | None = None,
+           **agent: object) -> Device:
     return Device(name=name, backend="onnxruntime", host="127.0.0.1", port=port,
-                  token_file=token_file, options={"agent": agent} if agent else {})
+                  token_file=token_file, tls_fingerprint=tls_fingerprint,
+                  options={"agent": agent} if agent else {})
 
 
 @pytest.fixture(scope="module")
@@ -275,6 +279,91 @@ def test_unreachable_agent_is_one_quick_line(token_file, onnx_models):
     assert message.startswith(f"agent at 127.0.0.1:{port} is unreachable: connection refused")
     assert "hwnas agent serve" in message and "\n" not in message
     assert reason.startswith(f"agent at 127.0.0.1:{port} is unreachable")
+
+
+# -- TLS --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tls_agent(tmp_path_factory):
+    """An agent started with --tls; its certificate is made beside its own token file."""
+    root = tmp_path_factory.mktemp("tls")
+    create_token_file(root / "agent.token")
+    proc = AgentProcess(root / "agent.token", root / "state", tls=True)
+    proc.token_file = root / "agent.token"
+    yield proc
+    proc.stop()
+
+
+def test_tls_measures_on_loopback_with_the_pinned_certificate(tls_agent, onnx_models):
+    from hwnas.devices.agent.tls import certificate_paths, ensure_certificate
+
+    cert, key = certificate_paths(tls_agent.token_file)
+    assert cert.is_file() and key.stat().st_mode & 0o777 == 0o600
+    openssl = subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-fingerprint", "-sha256"],
+                             capture_output=True, text=True, check=True).stdout
+    _, _, pin = ensure_certificate(tls_agent.token_file)  # the same pair on the next start
+    assert pin == "sha256:" + openssl.strip().split("=", 1)[1]
+    assert f'tls_fingerprint: "{pin}"' in tls_agent.banner and "https://127.0.0.1" in tls_agent.banner
+    typed = pin.removeprefix("sha256:").replace(":", "").lower()  # as someone might type it
+    backend = remote("tls-ort", tls_agent.port, tls_agent.token_file, tls_fingerprint=typed).backend_impl()
+    assert backend.available() is None
+    res = backend.measure_many({k: onnx_models[k] for k in ("m0", "m2")}, onnx_models["ref"], **FAST_MANY)
+    assert set(res) == {"m0", "m2"} and all(s.corrected_ms > 0 for s in res.values())
+
+
+def test_a_wrong_fingerprint_is_one_final_line_and_exit_2(tls_agent, onnx_models, tmp_path):
+    wrong = "sha256:" + ":".join(["0F"] * 32)
+    backend = remote("tls-wrong", tls_agent.port, tls_agent.token_file, tls_fingerprint=wrong,
+                     retries=3).backend_impl()
+    start = time.monotonic()
+    with pytest.raises(AgentError) as err:
+        backend.measure(onnx_models["m0"], **FAST)
+    message = str(err.value)
+    assert "not the pinned tls_fingerprint " + wrong in message and "\n" not in message, message
+    assert time.monotonic() - start < 5  # refused at once, not retried
+    assert "not the pinned tls_fingerprint" in backend.available()
+    devices = tmp_path / "devices.yaml"
+    devices.write_text(f"devices:\n  - name: tls-wrong\n    backend: onnxruntime\n    host: 127.0.0.1\n"
+                       f"    port: {tls_agent.port}\n    token_file: {tls_agent.token_file}\n"
+                       f'    tls_fingerprint: "{wrong}"\n')
+    proc = subprocess.run([sys.executable, "-m", "hwnas", "agent", "health", "tls-wrong",
+                           "--devices", str(devices)], capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "not the pinned" in lines[0], proc.stderr
+
+
+def test_a_client_without_a_fingerprint_is_told_to_pin_the_tls_agent(tls_agent):
+    backend = remote("tls-missing", tls_agent.port, tls_agent.token_file, retries=3).backend_impl()
+    reason = backend.available()
+    assert "speaks TLS only: set the device's tls_fingerprint" in reason and "\n" not in reason, reason
+    with pytest.raises(AgentRefused) as err:
+        backend.client.request("GET", "/health")
+    assert err.value.status == 400 and err.value.code == "tls_required"
+
+
+def test_a_pinned_client_does_not_talk_to_a_plain_agent(agent, token_file):
+    """An agent without --tls either answers the TLS hello with plain text (the handshake fails)
+    or waits for a request line that never comes: either way one line naming --tls."""
+    backend = remote("tls-to-plain", agent.port, token_file, tls_fingerprint="ab" * 32, retries=0,
+                     connect_timeout_s=1, health_timeout_s=1).backend_impl()
+    with pytest.raises(AgentError) as err:
+        backend.client.health(timeout_s=1)
+    message = str(err.value)
+    assert ("does not speak TLS" in message or "no TLS handshake within 1 s" in message) and \
+        "--tls" in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("entry, expected", [
+    ({"host": "h", "tls_fingerprint": "sha1:AB"}, "tls_fingerprint: must be a SHA-256 fingerprint"),
+    ({"tls_fingerprint": "ab" * 32}, "give the device its agent's host too"),
+])
+def test_a_bad_tls_fingerprint_in_a_devices_file_is_one_line(tmp_path, entry, expected):
+    from hwnas.devices.registry import load_devices
+
+    path = tmp_path / "devices.yaml"
+    path.write_text(json.dumps({"devices": [{"name": "pi", "backend": "onnxruntime", **entry}]}))
+    with pytest.raises(DeviceError, match=expected) as err:
+        load_devices(path)
+    assert "\n" not in str(err.value)
 
 
 # -- idempotency and crashes ------------------------------------------------------------------

@@ -74,3 +74,19 @@ class FamilySynthAccuracy:
         act = self.space.active_mask(m)
         big = (x * act).sum(axis=1) / np.maximum(act.sum(axis=1), 1)
         return 60.0 + 25.0 * (1 - np.exp(-macs / np.median(macs))) + 0.5 * big
+
+
+def fit_stub_predictors(run, device: str):
+    """Save, where search looks, an analytic latency predictor fitted to `MacsLatency` and a ridge
+    accuracy predictor fitted to `SynthAccuracy` (200 sampled subnets of the run's space); returns
+    (the latency predictor, a budget at its median subnet)."""
+    from hwnas.accuracy import ACCURACY_PREDICTOR, accuracy_sample, make_accuracy_predictor
+    from hwnas.latency import AnalyticPredictor
+    from hwnas.search.problem import latency_predictor_path
+
+    m = accuracy_sample(run.space, 200, seed=0)
+    lat = AnalyticPredictor(features="stage", n_classes=N_CLASSES).fit(m, MacsLatency().predict(m))
+    lat.save(latency_predictor_path(run.run_dir, device))
+    acc = make_accuracy_predictor("ridge", run.space, N_CLASSES, features="full").fit(m, SynthAccuracy().predict(m))
+    acc.save(run.run_dir / ACCURACY_PREDICTOR)
+    return lat, float(np.median(lat.predict(m)))

@@ -8,9 +8,8 @@ import pandas as pd
 import pytest
 
 from hwnas.errors import BudgetError, HwnasError, InputError
-from hwnas.accuracy import ACCURACY_PREDICTOR, accuracy_sample, make_accuracy_predictor
 from hwnas.search.api import run_search
-from hwnas.search.problem import PredictorMissing, latency_predictor_path
+from hwnas.search.problem import PredictorMissing
 from hwnas.space import FLAT_COLUMNS
 
 DEV = "cpu-ort"
@@ -21,23 +20,17 @@ def run(tiny_supernet, tmp_path, monkeypatch):
     """A run on the tiny supernet with an analytic latency predictor (fitted to ms proportional to
     MACs) and an accuracy predictor fitted to the synthetic accuracy, both saved where search looks.
     Measured top-1 is the synthetic accuracy itself (the tiny supernet is untrained)."""
-    from search_stubs import MacsLatency, SynthAccuracy
+    from search_stubs import SynthAccuracy, fit_stub_predictors
 
     import hwnas.search.api as search_api
 
-    from hwnas.latency import AnalyticPredictor
     from hwnas.run import open_run
 
     cfg = open_run(tmp_path / "run", supernet=tiny_supernet)
-    m = accuracy_sample(cfg.space, 200, seed=0)
-    lat = AnalyticPredictor(features="stage", n_classes=10).fit(m, MacsLatency().predict(m))
-    lat.save(latency_predictor_path(cfg.run_dir, DEV))
-    acc = make_accuracy_predictor("ridge", cfg.space, 10, features="full").fit(m, SynthAccuracy().predict(m))
-    acc.save(cfg.run_dir / ACCURACY_PREDICTOR)
+    lat, budget = fit_stub_predictors(cfg, DEV)
     measured_top1 = []
     monkeypatch.setattr(search_api, "measured_accuracy", lambda run, archs, **kw: (
         measured_top1.extend(a.id for a in archs) or SynthAccuracy().predict(list(archs)) - 0.5))
-    budget = float(np.median(lat.predict(m)))
     return SimpleNamespace(run_dir=cfg.run_dir, space=cfg.space, lat=lat, budget=budget,
                            measured_top1=measured_top1)
 
@@ -90,6 +83,7 @@ def test_search_writes_front_report_and_plot_and_drops_over_budget_candidates(ru
 
     doc = json.loads((run.run_dir / "search.json").read_text())
     assert doc["settings"]["algo"] == "evolution" and doc["settings"]["budgets_ms"] == {DEV: run.budget}
+    assert doc["versions"]["moocore"] and doc["versions"]["optuna"]  # what fronts and samplers came from
     m = doc["metrics"]
     assert m["hypervolume"] > 0 and m["front_size"] == int(csv["on_front"].sum())
     assert m["predictor_calls"] == 30 * 16 and m["wall_s"] > 0 and m["tabulated_costs"] == {f"ms:{DEV}": True}

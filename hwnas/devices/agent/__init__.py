@@ -13,8 +13,9 @@ constant time; a size limit checked before any body is read; ONNX is the only pa
 and checked, never executed; no pickles, no external data); the agent runs only its own devices,
 named by a request, and takes no runtime option, provider or path from a client. Models are built
 and timed in a child process (`worker`) that is killed when it overruns a time limit; queued
-requests and open connections are capped (`AgentLimits`). Traffic is plain HTTP: keep agents
-on a trusted network or reach them through an SSH tunnel.
+requests and open connections are capped (`AgentLimits`). Traffic is plain HTTP unless the agent
+runs with --tls and the device pins its certificate's fingerprint (`tls`); keep plain agents on
+a trusted network or reach them through an SSH tunnel.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ A remote device is a normal device entry plus where its agent is::
       host: 10.0.0.7
       port: 8765
       token_file: ~/.hwnas/jetson.token
+      tls_fingerprint: "sha256:AB:CD:..."   # optional: speak TLS (`hwnas agent serve --tls`)
       options:
         agent: {connect_timeout_s: 3, read_timeout_s: 900, retries: 5, backoff_s: 0.5}
 
@@ -38,6 +39,11 @@ waits its `Retry-After` (for up to `busy_wait_s`) without using up a retry. Ever
 one `AgentError` line (unreachable agent, refused token, payload too large, not ONNX, a time
 limit, the agent's own failure).
 
+With `tls_fingerprint` the client speaks TLS and accepts only the certificate with that SHA-256
+fingerprint (`tls`), checked before the token is sent; a mismatch, or an agent that does not
+speak TLS, is one final `AgentError` line. Without it, traffic is plain HTTP as before, and an
+agent started with --tls answers with a refusal saying to pin its certificate.
+
 An agent's answer is not trusted (plain HTTP: anyone on the path may write it): it is read
 within `read_timeout_s` in all and up to `max_response_bytes`, and checked against a schema
 (`_HealthAnswer`, `_MeasureAnswer`: required keys, types, finite positive latencies, exactly
@@ -50,6 +56,7 @@ import http.client
 import json
 import math
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -59,6 +66,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Iterator, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hwnas.devices.agent import tls
 from hwnas.devices.agent.wire import (
     CONTENT_TYPE,
     DEFAULT_MAX_REQUEST_BYTES,
@@ -178,13 +186,20 @@ class _Transient(Exception):
 
 
 class AgentClient:
-    """HTTP to one agent: the token, timeouts, retries with backoff, errors as AgentError."""
+    """HTTP (or TLS pinned to `tls_fingerprint`) to one agent: the token, timeouts, retries with
+    backoff, errors as AgentError."""
 
     def __init__(self, host: str, port: int, token_file: str | Path | None,
-                 settings: AgentSettings | None = None):
+                 settings: AgentSettings | None = None, *, tls_fingerprint: str | None = None):
         self.host, self.port, self.token_file = host, int(port), token_file
         self.settings = settings or AgentSettings()
         self.where = f"{host}:{port}"
+        try:
+            self.tls_fingerprint = None if tls_fingerprint is None else \
+                tls.normalize_fingerprint(tls_fingerprint)
+        except ValueError as err:
+            raise InputError(f"tls_fingerprint of the agent at {self.where} {err}") from None
+        self._tls = tls.client_context() if self.tls_fingerprint else None
 
     def health(self, *, timeout_s: float | None = None, retries: int | None = 0) -> dict[str, Any]:
         t = timeout_s or self.settings.health_timeout_s
@@ -252,6 +267,8 @@ class AgentClient:
                                  "connect") from None
             except OSError as err:
                 raise _Transient(err.strerror or type(err).__name__, "connect") from None
+            if self._tls is not None:
+                self._secure(conn, connect_timeout_s)
             assert conn.sock is not None
             conn.sock.settimeout(read_timeout_s)
             with _deadline(conn.sock, read_timeout_s) as expired:
@@ -278,6 +295,25 @@ class AgentClient:
             raise AgentError(f"{self.where} answered HTTP {status} with something that is not "
                              "an hwnas agent's JSON; check --host/--port") from None
         return status, answer
+
+    def _secure(self, conn: http.client.HTTPConnection, timeout_s: float) -> None:
+        """TLS over the connected socket, then the pin, before the token is sent. A closed
+        connection or a slow handshake is retried like a failed connect; a handshake the agent
+        cannot do (it speaks plain HTTP) and a certificate other than the pinned one are final."""
+        assert self._tls is not None and self.tls_fingerprint is not None and conn.sock is not None
+        try:
+            conn.sock = self._tls.wrap_socket(conn.sock)
+        except TimeoutError:
+            raise _Transient(f"no TLS handshake within {timeout_s:g} s", "connect") from None
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionError):
+            raise _Transient("the connection closed during the TLS handshake", "connect") from None
+        except ssl.SSLError as err:
+            raise AgentError(f"agent at {self.where} does not speak TLS (handshake failed: "
+                             f"{_line(err.reason or err, 80)}); start it with `hwnas agent serve "
+                             "--tls` or remove tls_fingerprint from the device") from None
+        except OSError as err:
+            raise _Transient(err.strerror or type(err).__name__, "connect") from None
+        tls.check_pin(conn.sock, self.tls_fingerprint, self.where)
 
     def _send(self, conn: http.client.HTTPConnection, method: str, path: str,
               body: bytes | None, token: str) -> tuple[int, bytes]:
@@ -325,6 +361,9 @@ class AgentClient:
             hint = "the file must hold the token of the agent's --token-file"
         elif status == 413:
             text = f"agent at {self.where} refused the request: payload too large: {message}"
+        elif code == "tls_required":
+            text = (f"agent at {self.where} speaks TLS only: set the device's tls_fingerprint to "
+                    "the fingerprint `hwnas agent serve --tls` printed on the agent's machine")
         elif code == "not_onnx":
             text = f"agent at {self.where} refused the payload: {message}"
         elif status == 422:
@@ -338,7 +377,8 @@ class AgentClient:
         if err.stage == "connect":
             return AgentError(f"agent at {self.where} is unreachable: {err.reason}{tries}; start "
                               f"it with `hwnas agent serve --host {self.host} --port {self.port} "
-                              "--token-file FILE` or check --host/--port")
+                              f"--token-file FILE{' --tls' if self._tls else ''}` or check "
+                              "--host/--port")
         if err.stage == "agent":
             return AgentError(f"agent at {self.where} failed: {err.reason}{tries}; see the "
                               "agent's log")
@@ -363,7 +403,7 @@ class RemoteBackend(Backend):
                               f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
         assert device.host is not None
         self.client = AgentClient(device.host, device.port or DEFAULT_PORT, device.token_file,
-                                  self.settings)
+                                  self.settings, tls_fingerprint=device.tls_fingerprint)
         self._health: dict[str, Any] | None = None
         self._health_at = 0.0
         self._held: set[str] = set()  # sha256 of the models the agent is known to hold
@@ -462,7 +502,7 @@ class RemoteBackend(Backend):
 
     def _spec(self) -> dict[str, Any]:
         """What of this device the agent's device must match (the client's side of it left out:
-        name, host, port, token_file, description, resolution and options.agent)."""
+        name, host, port, token_file, tls_fingerprint, description, resolution and options.agent)."""
         spec = self.device.model_dump(mode="json", include=set(_MATCHED))
         spec["options"] = {k: v for k, v in spec["options"].items() if k != "agent"}
         return spec

@@ -39,6 +39,11 @@ connection must deliver its headers and its whole request by a deadline, at most
 SIGTERM lets a measurement finish for `stop_grace_s`, then cancels it and exits. Refusals never
 show the agent's own paths.
 
+With `tls` (`--tls`) the agent speaks only TLS, with the certificate `tls.ensure_certificate`
+keeps beside the token file; the handshake runs in the connection's own thread under its header
+deadline, never in the accept loop. A plain-HTTP client gets a plain 400 `tls_required` refusal
+(its request is never read, so its token is not checked or used).
+
 Run it with `hwnas agent serve` or `python -m hwnas.devices.agent` (same options).
 """
 
@@ -53,16 +58,19 @@ import platform
 import signal
 import socket
 import socketserver
+import ssl
 import sys
 import threading
 import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from hwnas.devices.agent import tls as agent_tls
 from hwnas.devices.agent.store import ModelStore, ResultStore, default_state_dir
 from hwnas.devices.agent.wire import (
     API_VERSION,
@@ -169,8 +177,8 @@ class Agent:
             devices.update(load_devices(devices_file))
         self.devices = {n: d for n, d in devices.items() if not d.is_remote}
         self.device_status = [{"name": d.name, "backend": d.backend, "options": d.summary(),
-                               "spec": d.model_dump(mode="json", exclude={"description", "host",
-                                                                           "port", "token_file"}),
+                               "spec": d.model_dump(mode="json", exclude={"description", "host", "port",
+                                                                           "token_file", "tls_fingerprint"}),
                                "available": _unservable(make_backend(d))}
                               for d in self.devices.values()]
         self.lock = threading.Lock()  # one measurement at a time
@@ -404,6 +412,24 @@ class _Handler(BaseHTTPRequestHandler):
             code = 405 if code == 501 else 400
         super().send_error(code, message, explain)
 
+    def handle(self) -> None:
+        if isinstance(self.connection, ssl.SSLSocket) and not self._handshake():
+            return
+        super().handle()
+
+    def _handshake(self) -> bool:
+        try:
+            self.connection.do_handshake()
+            return True
+        except OSError as err:
+            if getattr(err, "reason", None) == "HTTP_REQUEST":  # plain HTTP: say so, in plain
+                _send_raw(self.connection, Refusal(
+                    400, "tls_required", "this agent speaks TLS only: pin its certificate with "
+                    "tls_fingerprint in the device's entry"))
+                _linger(self.connection)
+            self.log_message("TLS handshake failed: %s", one_line(err))
+            return False
+
     def do_GET(self) -> None:
         self._answer(lambda agent: self._get(agent))
 
@@ -468,19 +494,7 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the client gave up (timed out); its retry gets the stored result
             return
         if not self._body_read and self.command == "POST":
-            self._drain()
-
-    def _drain(self) -> None:
-        """Refused before reading: discard what the client still sends (at most ~2 s) so that
-        closing does not reset the connection before the client has read the refusal."""
-        try:
-            self.connection.shutdown(socket.SHUT_WR)
-            self.connection.settimeout(0.5)
-            deadline = time.monotonic() + 2.0
-            while time.monotonic() < deadline and self.connection.recv(1 << 16):
-                pass
-        except OSError:
-            pass
+            _linger(self.connection)
 
     def log_message(self, format: str, *args: Any) -> None:
         sys.stderr.write(f"{self.log_date_time_string()} agent {self.address_string()} "
@@ -546,8 +560,8 @@ class _Connections:
     def _drop(self, sock: socket.socket) -> None:
         """Forget a connection and wake its handler (its blocked read returns)."""
         self._open.pop(sock, None)
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
+        try:  # the socket's own shutdown: a TLS socket's would drop its TLS state under the reader
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
         except OSError:
             pass
 
@@ -564,9 +578,10 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128  # listen backlog: a burst of connects waits in the kernel
 
-    def __init__(self, address: tuple[str, int], agent: Agent):
+    def __init__(self, address: tuple[str, int], agent: Agent,
+                 tls: ssl.SSLContext | None = None):
         self.address_family = socket.getaddrinfo(address[0], address[1])[0][0]
-        self.agent = agent
+        self.agent, self.tls = agent, tls
         self.active = 0
         self.idle = threading.Condition()
         self.connections = _Connections(agent.limits)
@@ -578,11 +593,18 @@ class _Server(ThreadingHTTPServer):
 
     def get_request(self) -> tuple[socket.socket, Any]:
         try:
-            return super().get_request()
+            sock, address = super().get_request()
         except OSError as err:
             if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
                 # out of descriptors: the listener stays readable, so back off, not spin
                 time.sleep(0.1)
+            raise
+        if self.tls is None:
+            return sock, address
+        try:  # no I/O here: the handshake happens in the connection's thread (`_Handler.handle`)
+            return self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
+        except OSError:
+            sock.close()
             raise
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -624,22 +646,50 @@ class _Server(ThreadingHTTPServer):
 
 
 def _refuse_busy(sock: socket.socket) -> None:
-    """A one-shot 503 on a connection there is no room for (never blocks the accept loop)."""
-    body = json.dumps({"error": "busy", "message": "the agent has no room for another "
-                       "connection; retry after 5 s", "retry_after": 5}).encode()
-    head = ("HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nRetry-After: 5\r\nConnection: close\r\n\r\n")
+    """A one-shot 503 on a connection there is no room for (never blocks the accept loop). A TLS
+    connection is just closed (no handshake here): its client retries as after a lost connection."""
+    if isinstance(sock, ssl.SSLSocket):
+        return
     try:
         sock.setblocking(False)
-        sock.send(head.encode() + body)
+    except OSError:
+        return
+    _send_raw(sock, Refusal(503, "busy", "the agent has no room for another connection; retry "
+                            "after 5 s", retry_after=5))
+
+
+def _send_raw(sock: socket.socket, refusal: Refusal) -> None:
+    """A refusal written on the bare socket, outside http.server (and outside TLS)."""
+    body = json.dumps(refusal.body()).encode()
+    extra = "".join(f"{k}: {v}\r\n" for k, v in refusal.headers().items())
+    head = (f"HTTP/1.0 {refusal.status} {HTTPStatus(refusal.status).phrase}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}"
+            "Connection: close\r\n\r\n")
+    try:
+        socket.socket.send(sock, head.encode() + body)
     except OSError:
         pass
 
 
-def make_server(agent: Agent, host: str, port: int) -> _Server:
-    """Bind (port 0 picks a free one: see `server.server_address`); AgentError when it cannot."""
+def _linger(sock: socket.socket) -> None:
+    """After a refusal sent before the request was read: discard what the client still sends (at
+    most ~2 s) so that closing does not reset the connection before it has read the refusal.
+    The socket's own calls, also under TLS: the bytes are thrown away unread."""
     try:
-        return _Server((host, port), agent)
+        socket.socket.shutdown(sock, socket.SHUT_WR)
+        sock.settimeout(0.5)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and socket.socket.recv(sock, 1 << 16):
+            pass
+    except OSError:
+        pass
+
+
+def make_server(agent: Agent, host: str, port: int, tls: ssl.SSLContext | None = None) -> _Server:
+    """Bind (port 0 picks a free one: see `server.server_address`); AgentError when it cannot.
+    With `tls` (`agent_tls.server_context`) every connection speaks TLS."""
+    try:
+        return _Server((host, port), agent, tls)
     except OSError as err:
         raise AgentError(f"the agent cannot listen on {host}:{port}: {err.strerror or err}; "
                          "pick another --port or stop what uses it") from None
@@ -671,23 +721,34 @@ def _fit_descriptors(limits: AgentLimits, echo: Callable[[str], None]) -> AgentL
 def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, token_file: str | Path | None = None,
           devices_file: str | Path | None = None, state_dir: str | Path | None = None,
           max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, *,
-          limits: AgentLimits | None = None, echo: Callable[[str], None] = print) -> None:
+          limits: AgentLimits | None = None, tls: bool = False,
+          echo: Callable[[str], None] = print) -> None:
     """Run the agent until SIGTERM/SIGINT. The token is read from `token_file` (never given on
-    the command line). On a stop signal it stops accepting, lets the measurement in progress
-    finish and store its result for up to `limits.stop_grace_s`, cancels it after that, and
-    returns within a few seconds; a second signal exits at once."""
+    the command line). With `tls` it speaks TLS with the certificate beside the token file (made
+    on first use) and prints its fingerprint. On a stop signal it stops accepting, lets the
+    measurement in progress finish and store its result for up to `limits.stop_grace_s`, cancels
+    it after that, and returns within a few seconds; a second signal exits at once."""
     token = read_token(token_file)
     assert token_file is not None  # read_token refuses None
     if os.name == "posix" and Path(token_file).expanduser().stat().st_mode & 0o077:
         echo(f"warning: token file {token_file} is readable by other users; chmod 600 it")
+    context = None
+    if tls:
+        cert, key, fingerprint = agent_tls.ensure_certificate(token_file)
+        if os.name == "posix" and key.stat().st_mode & 0o077:
+            echo(f"warning: TLS key {key} is readable by other users; chmod 600 it")
+        context = agent_tls.server_context(cert, key)
     limits = _fit_descriptors(limits or AgentLimits(), echo)
     agent = Agent(token, devices_file=devices_file, state_dir=state_dir,
                   max_request_bytes=max_request_bytes, limits=limits)
-    httpd = make_server(agent, host, port)
+    httpd = make_server(agent, host, port, context)
     bound_host, bound_port = httpd.server_address[:2]
     usable = [s["name"] for s in agent.device_status if s["available"] is None]
-    echo(f"hwnas agent listening on http://{bound_host}:{bound_port} "
+    echo(f"hwnas agent listening on {'https' if tls else 'http'}://{bound_host}:{bound_port} "
          f"(state {agent.state_dir}, max request {agent.max_request_bytes} bytes)")
+    if tls:
+        echo(f"TLS certificate {cert} (key {key}); pin it in each client's device entry: "
+             f'tls_fingerprint: "{fingerprint}"')
     build = "45/900" if limits.compile_timeout_s is None else f"{limits.compile_timeout_s:g}"
     echo(f"limits: {limits.run_timeout_s:g} s per inference, {build} s per build, "
          f"{limits.request_timeout_s:g} s per request, {limits.max_queue} queued, "
@@ -726,6 +787,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--state-dir", default=None, help=f"results and models (default "
                    f"{default_state_dir()})")
     p.add_argument("--max-request-bytes", type=int, default=DEFAULT_MAX_REQUEST_BYTES)
+    p.add_argument("--tls", action="store_true", help="speak TLS with a self-signed certificate "
+                   "kept beside the token file (made once with openssl); prints its fingerprint")
     defaults = AgentLimits()
     for f in fields(AgentLimits):
         flag, text = LIMIT_OPTIONS[f.name]
@@ -737,7 +800,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         limits = AgentLimits(**{f.name: getattr(args, f.name) for f in fields(AgentLimits)})
         serve(args.host, args.port, args.token_file, args.devices, args.state_dir,
-              args.max_request_bytes, limits=limits, echo=lambda line: print(line, flush=True))
+              args.max_request_bytes, limits=limits, tls=args.tls,
+              echo=lambda line: print(line, flush=True))
     except HwnasError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         sys.exit(err.exit_code)
