@@ -39,8 +39,10 @@ def main() -> None:
         seconds = time.time() - started
         shutil.copyfile(Path(run.run_dir) / ACCURACY_TABLE, table)
         key = precomputed_key(run, split="val", seed=0, bn_images=BN_IMAGES)
-    key_file.write_text(json.dumps({"key": key, "rows": args.samples,
-                                    "seconds_to_evaluate": round(seconds, 1)}, indent=1) + "\n")
+    timing = ({"seconds_to_evaluate": round(seconds, 1)} if args.run is None else
+              {"evaluated_in": f"{args.run} (e.g. torchrun --nproc_per_node 2 -m hwnas accuracy build "
+                               f"--run-dir {args.run} --samples {args.samples})"})
+    key_file.write_text(json.dumps({"key": key, "rows": args.samples, **timing}, indent=1) + "\n")
     print(f"wrote {table} ({args.samples} subnets, {seconds:.0f} s) and {key_file}")
 
 

@@ -48,6 +48,9 @@ def main() -> None:
     ap.add_argument("--run", type=Path, default=Path("runs/supernet-fashion"))
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--n", type=int, default=8, help="random subnets evaluated per checkpoint")
+    ap.add_argument("--stem", type=Path, default=None,
+                    help="evaluate this checkpoint as the final one (e.g. the shipped fp16 asset "
+                         "hwnas/assets/supernet_fashion); default: the run's own")
     args = ap.parse_args()
     log = [json.loads(line) for line in (args.run / "train_log.jsonl").read_text().splitlines() if line.strip()]
     per_phase: dict[str, dict] = {}
@@ -60,7 +63,7 @@ def main() -> None:
                                            "e": [max(full_space.e_choices)], "d": [max(full_space.d_choices)]})
     result = {
         "command": "python " + " ".join(sys.argv),
-        "run": str(args.run), "config": config,
+        "run": str(args.run), "final_checkpoint": str(args.stem or args.run / "supernet"), "config": config,
         "machine": {"platform": platform.platform(), "python": platform.python_version()},
         "per_phase_last_epoch_val": per_phase,
         "note": ("per-phase numbers are the training log's quick validation top-1 (a few validation "
@@ -69,7 +72,7 @@ def main() -> None:
         "measured_now_test": {
             **({"after_full (teacher: k7 e6 d4, every r)": _evaluate(args.run / "teacher", 0, teacher_space)}
                if (args.run / "teacher.json").exists() else {}),
-            "final": _evaluate(args.run / "supernet", args.n),
+            "final": _evaluate(args.stem or args.run / "supernet", args.n),
         },
         "epochs": len(log),
     }
