@@ -781,9 +781,10 @@ def search_cmd(
     accuracy_risk: float = typer.Option(1.0, "--accuracy-risk", help="Search on predicted top-1 minus this many "
                                         "sigmas of the predictor's uncertainty (0: the prediction alone)."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Write pareto.png (about 0.3-0.7 s)."),
-    precision: str = typer.Option("fp32", "--precision", help="fp32, int8 (each device's <device>-int8 variant) "
-                                  "or auto (every subnet scored in both; the front says which precision each "
-                                  "point uses)."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32, bf16 or int8 (each device's <device>-bf16 / "
+                                  "<device>-int8 variant; top-1 minus a drop measured on --int8-samples subnets) "
+                                  "or auto (every precision the device has a variant for; the front says which "
+                                  "precision each point uses)."),
     int8_samples: int = typer.Option(8, "--int8-samples", help="Subnets in the INT8 accuracy table (measured "
                                      "when it has fewer): the drop model of int8/auto."),
     finetune_epochs: int = typer.Option(0, "--finetune-epochs", help="Then fine-tune each returned subnet "

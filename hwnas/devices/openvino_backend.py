@@ -5,6 +5,10 @@ Precision is forced: OpenVINO's CPU plugin runs bf16 by default on CPUs with AMX
 those. One stream, latency hint, and `INFERENCE_NUM_THREADS` = the device's threads; both the
 thread count and the precision are read back from the compiled model.
 
+bf16 (`cpu-openvino-bf16`: what an out-of-the-box OpenVINO deployment runs on such a CPU) and fp16
+devices are usable only where the plugin says it can (its ``OPTIMIZATION_CAPABILITIES`` list
+"BF16" / "FP16"); elsewhere `available()` gives the capabilities it has instead.
+
 INT8 (`cpu-openvino-int8`): the model is quantized at compile time and the CPU plugin runs its
 quantized layers in u8/i8 (the rest in f32, forced, never bf16). Option `quantizer`:
 "onnx-qdq" (default: ONNX Runtime's static QDQ quantizer, which OpenVINO reads as FakeQuantize;
@@ -15,13 +19,17 @@ artifact records `int8_share` from the compiled model's execution graph.
 
 from __future__ import annotations
 
+import functools
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from hwnas.devices._imports import missing_module
-from hwnas.devices.base import Artifact, OnnxBuiltBackend, Runner
+from hwnas.devices.base import Artifact, OnnxBuiltBackend, Runner, one_line
 from hwnas.devices.onnx_export import export_onnx
 from hwnas.errors import DeviceError
 
@@ -31,11 +39,15 @@ if TYPE_CHECKING:
 
     from hwnas.devices.device import Device
 
-__all__ = ["OpenVinoBackend", "OpenVinoRunner"]
+__all__ = ["OpenVinoBackend", "OpenVinoRunner", "plugin_capabilities"]
 
 # int8: quantized layers run u8/i8; the rest must stay f32 (the plugin's default here is bf16)
 _HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
 _QUANTIZERS = ("onnx-qdq", "nncf")
+#: the plugin capability a reduced float precision needs (without it the hint falls back to f32),
+#: and the hardware that gives it
+_CAPABILITY = {"bf16": ("BF16", "a CPU with AVX512-BF16 or AMX"),
+               "fp16": ("FP16", "a GPU, or a CPU with AVX512-FP16 or AMX-FP16")}
 
 
 class OpenVinoBackend(OnnxBuiltBackend):
@@ -58,7 +70,17 @@ class OpenVinoBackend(OnnxBuiltBackend):
         return str(self.device.options.get("quantizer", "onnx-qdq"))
 
     def _available(self) -> str | None:
-        if self.device.precision != "int8":
+        precision, target = self.device.precision, self.device.provider or "CPU"
+        if precision in _CAPABILITY:
+            caps = plugin_capabilities(target)
+            if isinstance(caps, str):
+                return f"OpenVINO cannot tell what its {target} plugin supports here: {caps}"
+            capability, needs = _CAPABILITY[precision]
+            if capability not in caps:
+                return (f"OpenVINO's {target} plugin cannot run {precision} on this machine (its "
+                        f"OPTIMIZATION_CAPABILITIES: {', '.join(caps) or 'none'}; {precision} needs {needs})")
+            return None
+        if precision != "int8":
             return None
         if self.quantizer not in _QUANTIZERS:
             return f"unknown quantizer '{self.quantizer}'; use one of {', '.join(_QUANTIZERS)}"
@@ -107,6 +129,30 @@ class OpenVinoBackend(OnnxBuiltBackend):
 
     def _load(self, artifact: Artifact) -> Runner:
         return OpenVinoRunner(artifact, self.device, self.versions(), self._require("openvino"))
+
+
+@functools.lru_cache(maxsize=None)
+def plugin_capabilities(target: str) -> tuple[str, ...] | str:
+    """OpenVINO's ``OPTIMIZATION_CAPABILITIES`` of `target` ("CPU", "GPU", ...), or why they cannot be
+    read. Asked in a child process unless openvino is imported here already: listing devices must
+    not import a runtime (`hwnas.devices._imports`); the answer is kept for the process."""
+    if sys.modules.get("openvino") is not None:
+        try:
+            return tuple(str(c) for c in sys.modules["openvino"].Core().get_property(
+                target, "OPTIMIZATION_CAPABILITIES"))
+        except Exception as err:  # an absent plugin: a long C++ message
+            return one_line(err)
+    code = ("import json, sys, openvino as ov; "
+            "print(json.dumps(ov.Core().get_property(sys.argv[1], 'OPTIMIZATION_CAPABILITIES')))")
+    try:
+        done = subprocess.run([sys.executable, "-c", code, target], capture_output=True, text=True,
+                              timeout=120)
+        if done.returncode == 0:
+            return tuple(str(c) for c in json.loads(done.stdout.strip().splitlines()[-1]))
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as err:
+        return one_line(err)
+    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else f"the query exited with code {done.returncode}"
 
 
 def _config(device: Device, precision: str) -> dict[str, Any]:

@@ -6,13 +6,20 @@ A devices YAML lists extra devices (built-in names cannot be redefined)::
       - name: cpu-ort-2t
         backend: onnxruntime
         threads: 2
+      - name: xeon-openvino
+        backend: openvino
+        threads: 4
       - name: xeon-openvino-bf16
         backend: openvino
         precision: bf16
         threads: 4
 
 (a mapping ``name: {backend: ..., ...}`` works too). Every entry is validated when the file is
-read; any problem is one `DeviceError` line naming the file and the device.
+read; any problem is one `DeviceError` line naming the file and the device. A device's variant in
+another precision (what ``hwnas search --precision bf16|int8|auto`` scores its subnets in) is the
+device named ``<name>-<precision>`` with that precision (`precision_variant`): above,
+``xeon-openvino-bf16`` is ``xeon-openvino``'s bf16 variant, as ``cpu-openvino-bf16`` and
+``cpu-openvino-int8`` are ``cpu-openvino``'s.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ __all__ = [
     "get_device",
     "get_backend",
     "list_devices",
+    "precision_variant",
 ]
 
 # Backend classes by name, as "module:Class" so that importing the registry stays cheap. The
@@ -83,6 +91,10 @@ _BUILTIN: list[dict[str, Any]] = [
          description="ExecuTorch PT2E int8 (XNNPACK quantizer, per-channel) lowered to XNNPACK"),
     dict(name="trt-int8", backend="tensorrt", precision="int8",
          description="TensorRT engine from an explicit Q/DQ int8 ONNX"),
+    # bf16: what OpenVINO runs an fp32 model in by default on a CPU with AVX512-BF16 or AMX (usable
+    # only where its CPU plugin lists BF16)
+    dict(name="cpu-openvino-bf16", backend="openvino", provider="CPU", precision="bf16",
+         description="OpenVINO CPU plugin, bf16 inference precision (its default on AVX512-BF16/AMX CPUs)"),
 ]
 
 
@@ -209,6 +221,23 @@ def get_device(name: str | Device, devices_file: str | Path | None = None) -> De
     except KeyError:
         raise DeviceError(f"unknown device '{name}'; known: {', '.join(devices)}; "
                           "add one in a devices YAML (--devices FILE)") from None
+
+
+def precision_variant(name: str, precision: str, devices_file: str | Path | None = None) -> str:
+    """The device that runs `name`'s subnets in `precision`: `name` itself when that is its
+    precision, else its variant ``<name>-<precision>`` (a device of that precision). DeviceError
+    (one line naming the devices that have one) when there is none."""
+    devices = _all_devices(devices_file)
+    if get_device(name, devices_file).precision == precision:
+        return name
+    variant = devices.get(f"{name}-{precision}")
+    if variant is not None and variant.precision == precision:
+        return variant.name
+    having = [d for d in devices if devices[d].precision != precision
+              and getattr(devices.get(f"{d}-{precision}"), "precision", None) == precision]
+    raise DeviceError(f"device '{name}' has no {precision} variant (no {precision} device named "
+                      f"'{name}-{precision}'); devices with one: {', '.join(having) or 'none'} (or add "
+                      f"'{name}-{precision}' with precision: {precision} to a devices YAML)")
 
 
 def get_backend(name: str | Device, devices_file: str | Path | None = None) -> Backend:

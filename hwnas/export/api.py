@@ -14,12 +14,13 @@ reference subnet, and publish ``<run>/exports/<id>-<device>/``:
     build.sh, build_engine.py, calib.npy                          TensorRT devices: build kit
     verify.json, model.json, SHA256SUMS
 
-INT8 devices (precision "int8") also run the compiled, quantized artifact over the whole test
-split, on the same resized images as the PyTorch subnet beside it: verify.json's ``int8`` block (and
-model.json's ``accuracy.int8``) holds both top-1s, the drop in points, their top-1 agreement, the
-measured latency and the share of layers the runtime runs in int8 (`int8_share`, plus `qdq_pairs`
-and `fp32_ops` where the runtime says). A drop above `max_int8_drop` (default 1.0 point) fails the
-bundle.
+Reduced-precision devices (precision "int8" or "bf16") also run the compiled artifact over the
+whole test split, on the same resized images as the PyTorch subnet beside it: verify.json's
+``int8`` / ``bf16`` block (and model.json's ``accuracy.int8`` / ``accuracy.bf16``) holds both
+top-1s, the drop in points, their top-1 agreement, the measured latency and, for INT8, the share
+of layers the runtime runs in int8 (`int8_share`, plus `qdq_pairs` and `fp32_ops` where the runtime
+says). A drop above `max_int8_drop` (default 1.0 point) fails the bundle, bf16 ones too (their drop
+is ~0). Both files say the bundle's ``precision``.
 
 TensorRT engines are tied to the GPU that builds them (the backend declares
 `Backend.builds_on_target`), so such a device that is not usable here still gets a bundle: the
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from hwnas.space import Arch
 
 __all__ = ["export_subnet", "export_pareto", "default_bundle_dir", "ProgressFn", "MAX_INT8_DROP",
-           "check_max_int8_drop", "int8_accuracy"]
+           "ACCURACY_CHECKED", "check_max_int8_drop", "precision_accuracy"]
 
 ProgressFn = Callable[[int, int, str], Any]  # progress(done, total, message)
 WEIGHTS = "weights.safetensors"
@@ -65,8 +66,10 @@ ONNX = "model.onnx"
 _STEPS = 6  # recalibrate, evaluate, compile, verify, measure, write
 _KIT_MAX_BATCH = 8  # the largest batch of a build kit's optimisation profile
 _ONNX_CHECK = "onnx (onnxruntime cpu)"  # the extra check of model.onnx beside the device artifact
-_INT8_CHECK = "int8 accuracy"
-MAX_INT8_DROP = 1.0  # points of test top-1 an INT8 bundle may lose against its fp32 subnet
+MAX_INT8_DROP = 1.0  # points of test top-1 an INT8 (or bf16) bundle may lose against its fp32 subnet
+#: precisions whose bundles are judged on the test split beside their fp32 subnet (fp16 is TensorRT's
+#: and CUDA's, judged by the output comparison alone)
+ACCURACY_CHECKED = ("bf16", "int8")
 #: artifact metadata on what runs in int8, copied into the int8 report where the runtime gives it
 _INT8_META = ("int8_share", "int8_layers", "layers", "int8_share_source", "qdq_pairs", "fp32_ops",
               "calibration", "calibration_images", "quantizer")
@@ -89,8 +92,8 @@ def export_subnet(run_dir: str | Path, arch_or_id: Arch | GeneArch | str, device
     Returns the bundle folder. Raises VerificationError after publishing a bundle that failed
     verification (marked failed), DeviceError for an unknown or unusable device, InputError for
     an unknown id. `calib_batches`: BN recalibration batches (default: the accuracy table's
-    1000 images). `max_int8_drop`: INT8 devices only, the largest test top-1 drop (points) of
-    the quantized artifact below the fp32 subnet that still passes.
+    1000 images). `max_int8_drop`: INT8 and bf16 devices only, the largest test top-1 drop
+    (points) of the device's artifact below the fp32 subnet that still passes.
     """
     with _Exporter(run_dir, device, devices_file, calib_batches, verify_images, measure,
                    protocol, progress, max_int8_drop) as ex:
@@ -246,25 +249,26 @@ class _Exporter:
                 report.add(_compare(name, runner, tol, images, reference, labels))
             for check in compiled.skipped:
                 report.add(check)
-            int8 = self._int8(compiled, subnet, loaders.test, arch, report)
+            precision = self.device.precision
+            reduced = self._reduced(compiled, subnet, loaders.test, arch, report)
             self._step(arch, "measure latency")
             latency = self._latency(compiled, arch, cand, report)
-            if int8 is not None:
+            if reduced is not None:
                 measured = latency.get("measured") or {}
-                int8["latency_ms"] = measured.get("corrected_ms")
-                int8["latency_median_ms"] = measured.get("median_ms")
+                reduced["latency_ms"] = measured.get("corrected_ms")
+                reduced["latency_median_ms"] = measured.get("median_ms")
             self._step(arch, "write bundle")
             status = ("failed: " + "; ".join(report.failures()) if not report.passed
                       else f"onnx-only: {self.offline}" if compiled.artifact is None
                       else "verified")
             atomic_write_json(stage / VERIFY_JSON, {
-                "status": status, **report.to_dict(), "device": self.device.name,
+                "status": status, **report.to_dict(), "device": self.device.name, "precision": precision,
                 "images": {"split": "test", "n": int(len(images)), "resolution": arch.r},
                 "weights": _weights_source(finetuned),
-                **({"int8": int8} if int8 is not None else {}),
+                **({precision: reduced} if reduced is not None else {}),
                 "latency": latency})
-            if int8 is not None:
-                accuracy = dict(accuracy, int8=int8)
+            if reduced is not None:
+                accuracy = {**accuracy, precision: reduced}
             manifest = self._meta(cand, meta, loaders, accuracy, compiled, latency, report, status)
             write_manifest(stage, {**manifest, "finetuned": _weights_source(finetuned)["finetuned"]})
         except BaseException:
@@ -328,13 +332,15 @@ class _Exporter:
                                     "detail": f"model.onnx not checked here: {err}"})
         return out
 
-    def _int8(self, compiled: _Compiled, subnet: Any, test: Any, arch: Arch | GeneArch,
-              report: Report) -> dict[str, Any] | None:
-        """INT8 devices: the quantized artifact's test top-1 beside the fp32 subnet's, as a check
-        (failed when the drop exceeds `max_int8_drop`) and as the bundle's ``int8`` record."""
-        if self.device.precision != "int8":
+    def _reduced(self, compiled: _Compiled, subnet: Any, test: Any, arch: Arch | GeneArch,
+                 report: Report) -> dict[str, Any] | None:
+        """INT8 and bf16 devices: the artifact's test top-1 beside the fp32 subnet's, as a check
+        (failed when the drop exceeds `max_int8_drop`) and as the bundle's ``int8`` / ``bf16``
+        record."""
+        p = self.device.precision
+        if p not in ACCURACY_CHECKED:
             return None
-        artifact = compiled.artifact
+        artifact, check = compiled.artifact, f"{p} accuracy"
         record: dict[str, Any] = {"split": "test", "max_drop": self.max_int8_drop}
         if artifact is not None:
             record.update({k: artifact.metadata[k] for k in _INT8_META if k in artifact.metadata})
@@ -343,21 +349,21 @@ class _Exporter:
             record["note"] = f"not evaluated: {self.offline}"
             return record
         try:
-            record.update(int8_accuracy(subnet, runner, test, arch.r))
+            record.update(precision_accuracy(subnet, runner, test, arch.r, p))
         except HwnasError as err:
-            record["note"] = f"running the int8 artifact on the test split failed: {err}"
-            report.add({"name": _INT8_CHECK, "passed": False, "detail": record["note"]})
+            record["note"] = f"running the {p} artifact on the test split failed: {err}"
+            report.add({"name": check, "passed": False, "detail": record["note"]})
             return record
         drop, n = record["drop"], record["n"]
-        summary = (f"int8 top-1 {record['top1_int8']:.2f}% vs fp32 {record['top1_fp32']:.2f}% on "
+        summary = (f"{p} top-1 {record[f'top1_{p}']:.2f}% vs fp32 {record['top1_fp32']:.2f}% on "
                    f"{n} test images, agreement {record['top1_agreement']:.1%}")
         passed = drop <= self.max_int8_drop
         record["passed"] = passed
-        report.add({"name": _INT8_CHECK, "passed": passed, **{k: record[k] for k in (
-                        "top1_int8", "top1_fp32", "drop", "top1_agreement", "n", "max_drop")},
-                    "detail": (f"int8 top-1 drop {drop:.2f} points <= {self.max_int8_drop:g} "
+        report.add({"name": check, "passed": passed, **{k: record[k] for k in (
+                        f"top1_{p}", "top1_fp32", "drop", "top1_agreement", "n", "max_drop")},
+                    "detail": (f"{p} top-1 drop {drop:.2f} points <= {self.max_int8_drop:g} "
                                f"({summary})" if passed else
-                               f"int8 top-1 drop {drop:.2f} points > {self.max_int8_drop:g} "
+                               f"{p} top-1 drop {drop:.2f} points > {self.max_int8_drop:g} "
                                f"allowed ({summary}; --max-int8-drop sets the limit)")})
         return record
 
@@ -422,6 +428,7 @@ class _Exporter:
         versions.update(python=platform.python_version(), platform=platform.platform())
         return {
             "format": FORMAT, "version": VERSION, "id": arch.id, "status": status,
+            "precision": self.device.precision,
             "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "family": self.run.family.name, "arch": json.loads(arch.to_json()),
             "arch_text": arch.describe(), "source": cand.source,
@@ -439,7 +446,7 @@ class _Exporter:
                          "n": accuracy["n"], "bn_calibration": {
                              "split": "train", "seed": 0, "batches": len(calib),
                              "images": len(calib.dataset)},
-                         **({"int8": accuracy["int8"]} if "int8" in accuracy else {})},
+                         **{p: accuracy[p] for p in ACCURACY_CHECKED if p in accuracy}},
             "predicted": {"latency_ms": cand.predicted_latency_ms(self.device.name),
                           "top1": cand.predicted_top1, "source": cand.source, "row": cand.row},
             "latency": latency,
@@ -474,41 +481,40 @@ def _compare(name: str, runner: Runner, tol: Any, images: np.ndarray, reference:
 
 
 def check_max_int8_drop(value: float) -> float:
-    """The INT8 drop limit as a float; InputError (one line) when negative or not a number."""
+    """The INT8 / bf16 drop limit as a float; InputError (one line) when negative or not a number."""
     if not float(value) >= 0.0:  # also refuses NaN
         raise InputError(f"the INT8 drop limit (--max-int8-drop) must be at least 0 top-1 points, "
                          f"got {value}")
     return float(value)
 
 
-def int8_accuracy(subnet: Any, runner: Runner, loader: Any, r: int) -> dict[str, Any]:
-    """Test top-1 of the fp32 PyTorch `subnet` and of the quantized artifact's `runner`, on the
-    same images: each batch of `loader` resized to r once (as `evaluate` does), then fed to both
-    (the runner through `run_batched`, at its compiled batch size). Also their top-1 agreement;
-    `drop` is fp32 minus int8, in points."""
+def precision_accuracy(subnet: Any, runner: Runner, loader: Any, r: int, precision: str = "int8"
+                       ) -> dict[str, Any]:
+    """Test top-1 of the fp32 PyTorch `subnet` and of the `precision` (int8, bf16) artifact's
+    `runner`, on the same images: each batch of `loader` resized to r once (as `evaluate` does), then
+    fed to both (the runner through `run_batched`, at its compiled batch size). Also their top-1
+    agreement; `drop` is fp32 minus `precision`, in points; the artifact's top-1 is ``top1_<precision>``."""
     import torch
 
     from hwnas.supernet.data import resize_batch
 
-    correct_fp32 = correct_int8 = agree = n = 0
+    correct_fp32 = correct_low = agree = n = 0
     with torch.inference_mode():
         for x, y in loader:
             x = resize_batch(x.float(), r)
             fp32 = subnet(x).numpy().argmax(1)
             out = run_batched(runner, x.numpy().astype(np.float32))
             if not np.isfinite(out).all():
-                raise DeviceError("the int8 artifact gave non-finite outputs")
-            int8, y = out.argmax(1), np.asarray(y)
+                raise DeviceError(f"the {precision} artifact gave non-finite outputs")
+            low, y = out.argmax(1), np.asarray(y)
             correct_fp32 += int((fp32 == y).sum())
-            correct_int8 += int((int8 == y).sum())
-            agree += int((int8 == fp32).sum())
+            correct_low += int((low == y).sum())
+            agree += int((low == fp32).sum())
             n += len(y)
     if n == 0:
-        raise InputError("the test split is empty: nothing to evaluate the int8 artifact on")
-    top1_fp32, top1_int8 = 100.0 * correct_fp32 / n, 100.0 * correct_int8 / n
-    return {"top1_int8": top1_int8, "top1_fp32": top1_fp32,
-            "drop": 100.0 * (correct_fp32 - correct_int8) / n,
-            "top1_agreement": agree / n, "n": n}
+        raise InputError(f"the test split is empty: nothing to evaluate the {precision} artifact on")
+    return {f"top1_{precision}": 100.0 * correct_low / n, "top1_fp32": 100.0 * correct_fp32 / n,
+            "drop": 100.0 * (correct_fp32 - correct_low) / n, "top1_agreement": agree / n, "n": n}
 
 
 def _relative(record: dict[str, Any], compiled: _Compiled) -> dict[str, Any]:

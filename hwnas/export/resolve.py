@@ -40,11 +40,12 @@ class Candidate:
         return float(value) if number and math.isfinite(value) else None
 
     def predicted_latency_ms(self, device: str) -> float | None:
-        """The search's prediction for `device` (pareto.csv rows only); for an INT8 device, also
-        the prediction a precision-aware search made of it under its fp32 sibling's name (the row's
-        ``ms_device:<sibling>`` says which device that column's latency is of)."""
+        """The search's prediction for `device` (pareto.csv rows only); for a bf16 or INT8 device,
+        also the prediction a precision-aware search made of it under its fp32 sibling's name (the
+        row's ``ms_device:<sibling>`` says which device that column's latency is of, so a bf16 /
+        INT8 row's latency is never taken for its fp32 sibling's)."""
         own = self._number(columns.ms_pred(device))
-        if own is not None:
+        if own is not None and self.row.get(columns.ms_device(device), device) == device:
             return own
         siblings = [k.split(":", 1)[1] for k, v in self.row.items()
                     if k.startswith(columns.ms_device("")) and v == device]
@@ -92,7 +93,22 @@ def pareto_members(run: RunConfig, device: str | None = None) -> list[Candidate]
     if not members:
         raise InputError(f"{run.run_dir / PARETO} has no subnets" +
                          (f" for device '{device}'" if device else ""))
-    return list({c.arch.id: c for c in members}.values())
+    return _one_per_subnet(members, device)
+
+
+def _one_per_subnet(cands: list[Candidate], device: str | None) -> list[Candidate]:
+    """One candidate per arch id (the last row of it), except that where a precision-aware search
+    left a row per precision of one subnet, the row whose latency is of `device` wins (its
+    ``ms_device:*`` names it), so a bf16 or INT8 export records that precision's prediction."""
+    def mine(c: Candidate) -> bool:
+        return device is not None and any(k.startswith(columns.ms_device("")) and v == device
+                                          for k, v in c.row.items())
+
+    out: dict[str, Candidate] = {}
+    for c in cands:
+        if c.arch.id not in out or mine(c) or not mine(out[c.arch.id]):
+            out[c.arch.id] = c
+    return list(out.values())
 
 
 def _ids(c: Candidate) -> set[str]:
@@ -120,7 +136,8 @@ def resolve_subnet(run: RunConfig, arch_or_id: Arch | GeneArch | str, device: st
     for name, load in sources:
         cands = load()
         looked.append(f"{name} ({'absent' if cands is None else f'{len(cands)} subnets'})")
-        hits = {c.arch.id: c for c in cands or [] if any(i.startswith(text) for i in _ids(c))}
+        found = [c for c in cands or [] if any(i.startswith(text) for i in _ids(c))]
+        hits = {c.arch.id: c for c in _one_per_subnet(found, device)}
         if len(hits) > 1:
             raise InputError(f"subnet id {text!r} matches {len(hits)} subnets in {name}: "
                              f"{', '.join(sorted(hits)[:5])}; give more characters")
@@ -133,4 +150,5 @@ def resolve_subnet(run: RunConfig, arch_or_id: Arch | GeneArch | str, device: st
 
 def _known(run: RunConfig, arch: Arch, device: str | None) -> Candidate | None:
     """The pareto.csv row of an arch given directly, so its predictions still get recorded."""
-    return next((c for c in _table(run, PARETO, device) or [] if c.arch == arch), None)
+    return next(iter(_one_per_subnet([c for c in _table(run, PARETO, device) or [] if c.arch == arch], device)),
+                None)

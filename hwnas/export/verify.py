@@ -5,8 +5,8 @@ Checks, each recorded in verify.json whether it passes or not:
 - the PyTorch subnet's outputs depend on the input (a network with broken BN statistics gives
   nearly the same output for every image, and "outputs match" would then prove nothing);
 - per exported model: outputs are finite, ``max |exported - pytorch|`` is at most
-  ``atol + rtol * max |pytorch|`` (a per-backend/precision `Tolerance`; int8 instead bounds the
-  relative RMS error, since one image's worst logit after quantisation depends on the CPU's
+  ``atol + rtol * max |pytorch|`` (a per-backend/precision `Tolerance`; int8 and bf16 instead bound
+  the relative RMS error, since one image's worst logit in reduced precision depends on the CPU's
   kernels) and top-1 agrees on at least ``min_agreement`` of the images;
 - the latency was measured on the device.
 
@@ -56,7 +56,12 @@ class Tolerance:
 _BY_PRECISION = {
     "fp32": Tolerance(1e-3, 1e-3, 0.98),
     "fp16": Tolerance(2e-2, 5e-2, 0.95),  # 11 mantissa bits; CPU kernels may accumulate in fp16
-    "bf16": Tolerance(5e-2, 5e-2, 0.95),  # 8 mantissa bits: OpenVINO on AMX, errors ~1e-2
+    # bf16 (8 mantissa bits; OpenVINO on AVX512-BF16, shipped supernet's subnets, 256 test images):
+    # relative RMS 0.8-1.3%, worst logit 2-4% of the largest, top-1 agreement 99.6-100%. Judged like
+    # int8, with a bound 4x the worst seen (a broken artifact is ~100% off); its accuracy on the whole
+    # test split is export's "bf16 accuracy" check. An untrained (random-weight) subnet is ~18% off:
+    # random layers amplify the rounding, so such a bundle fails, as its outputs do differ that much
+    "bf16": Tolerance(None, None, 0.95, max_rel_rms=0.05),
     # int8: one image's worst logit moves by 10-30% of the largest logit, by CPU (its kernels round
     # differently): no stable bound. What quantisation costs is judged by top-1 agreement and the
     # test top-1 drop (export's "int8 accuracy" check); the RMS bound only catches broken artifacts

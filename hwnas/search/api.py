@@ -21,11 +21,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from hwnas.errors import BudgetError, InputError
+from hwnas.errors import BudgetError, DeviceError, InputError
 from hwnas.fileio import atomic_path, json_safe
 from hwnas.run import RunFiles, run_lock
 from hwnas.accuracy import ensure_accuracy_predictor, measured_accuracy, regression_metrics
@@ -40,7 +40,9 @@ from hwnas.search.verify import (DEFAULT_MARGIN, Measure, Verification, acceptan
 __all__ = ["ALGORITHMS", "PRECISIONS", "SearchResult", "run_search"]
 
 ALGORITHMS = algorithm_names()
-PRECISIONS = ("fp32", "int8", "auto")
+SEARCHED = ("fp32", "bf16", "int8")  # the precisions a search scores subnets in (their index: _PREC)
+REDUCED = SEARCHED[1:]  # scored on a device's variant (`precision_variant`), top-1 minus a measured drop
+PRECISIONS = (*SEARCHED, "auto")
 
 Progress = Callable[..., Any]  # progress(event, **fields); events: accuracy, search, verify
 AccuracyMeasure = Callable[[Sequence[Any]], np.ndarray]  # archs (the run's family's) -> measured top-1 (%)
@@ -63,7 +65,7 @@ class SearchResult:
     paths: dict[str, Path] = field(default_factory=dict)
     message: str = ""
     accuracy_report: dict[str, Any] = field(default_factory=dict)  # the accuracy predictor's selection
-    precision: str = "fp32"  # what was asked: fp32, int8 or auto (each best entry says its own)
+    precision: str = "fp32"  # what was asked: fp32, bf16, int8 or auto (each best entry says its own)
 
     @property
     def ok(self) -> bool:
@@ -99,8 +101,9 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
                measure: Measure | None = None, max_measure: int | None = None,
                measure_accuracy: AccuracyMeasure | None = None, accuracy_checks: int | None = None,
                latency_margin: float = DEFAULT_MARGIN, accuracy_risk: float = 1.0,
-               plot: bool = True, precision: str = "fp32", int8_samples: int = 8, int8_drop=None,
-               measure_int8_accuracy: AccuracyMeasure | None = None) -> SearchResult:
+               plot: bool = True, precision: str = "fp32", int8_samples: int = 8,
+               drop_models: Mapping[str, Any] | None = None,
+               measure_precision_accuracy: Mapping[str, AccuracyMeasure] | None = None) -> SearchResult:
     """Search the run's supernet for subnets meeting `latency_ms` on `device` (or one budget per
     device in a list) and write pareto.csv, search.json and pareto.png into the run.
 
@@ -115,22 +118,25 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     supernet in tests); then they are measured on each device (`measure` replaces the real device)
     until `top_k` hold every budget with `latency_margin` (see `hwnas.search.verify`).
 
-    `precision`: "fp32" (the devices as named), "int8" (each device's INT8 variant,
-    ``<device>-int8``: its latency predictor, and verification on it) or "auto" (every subnet
-    scored in both; the front holds (subnet, precision) points). INT8 top-1 is the predicted fp32
-    top-1 minus the drop model of the first device's INT8 variant (`hwnas.accuracy.int8`; its
-    table is measured on `int8_samples` subnets when shorter; `int8_drop` replaces the model in
-    tests). Each precision is searched on its own (same algorithm and seed) and the archives are
-    merged into one front, so every algorithm runs unchanged. INT8 candidates are verified on the
-    INT8 device, and their measured top-1 is the quantized artifact's on the test split
-    (`measure_int8_accuracy` replaces it in tests). pareto.csv says each row's ``precision`` and
-    the device its latency belongs to (``ms_device``, ``ms_device:<device>``); its latency columns
-    stay named by the devices given.
+    `precision`: "fp32" (the devices as named), "bf16" / "int8" (each device's variant in that
+    precision, ``<device>-bf16`` / ``<device>-int8``: its latency predictor, and verification on it)
+    or "auto" (every precision each device has a variant for, e.g. cpu-openvino: fp32, bf16, int8;
+    cpu-ort: fp32, int8; the front holds (subnet, precision) points, so each subnet runs in the
+    precision that wins for it; a variant that is not usable here and was never fitted in this run
+    is left out, and search.json says why). bf16 / INT8 top-1 is the predicted fp32 top-1 minus
+    the drop model of the first device's variant (`hwnas.accuracy.int8`: measured on `int8_samples`
+    subnets when its table is shorter; `drop_models` {precision: model} replaces them in tests).
+    Each precision is searched on its own (same algorithm and seed) and the archives are merged
+    into one front, so every algorithm runs unchanged. bf16 / INT8 candidates are verified on the
+    variant device, and their measured top-1 is that artifact's on the test split
+    (`measure_precision_accuracy` {precision: fn} replaces it in tests). pareto.csv says each row's
+    ``precision`` and the device its latency belongs to (``ms_device``, ``ms_device:<device>``);
+    its latency columns stay named by the devices given.
     """
     from hwnas.run import open_run
 
     t0 = time.perf_counter()
-    precs = _precisions(precision)
+    _check_precision(precision)
     run = open_run(run_dir, create=False)
     run_dir = Path(run_dir)
     budgets = _as_budgets(device, latency_ms)
@@ -145,19 +151,17 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
         raise InputError(f"--latency-margin must be within [0, 0.5) (a fraction: 0.02 is 2%), got {latency_margin}")
     if int8_samples < 1:
         raise InputError(f"--int8-samples must be at least 1, got {int8_samples}")
-    variants = _variants(devices, precs, devices_file)
-    latency = {p: {d: _load_latency(run_dir, variants[p][d], d, run.space.width_mult) for d in devices}
+    variants, left_out = _variants(run_dir, devices, precision, devices_file)
+    precs = list(variants)
+    latency = {p: {d: _load_latency(run_dir, variants[p][d], d, p, run.space.width_mult) for d in devices}
                for p in precs}
     accuracy = ensure_accuracy_predictor(run, accuracy_samples, seed=seed, progress=progress)
-    drop = None
-    if "int8" in precs:
-        from hwnas.accuracy.int8 import ensure_int8_drop_model
-
-        drop = int8_drop or ensure_int8_drop_model(run, variants["int8"][devices[0]], int8_samples, seed=seed,
-                                                   devices_file=devices_file, progress=progress)
+    drops = {p: (drop_models or {}).get(p) or _drop_model(run, variants[p][devices[0]], int8_samples, seed,
+                                                          devices_file, progress)
+             for p in precs if p != "fp32"}
     problems = {p: Problem(run.space, accuracy, latency[p], budgets, objectives=tuple(objectives or ()),
                            n_classes=run.n_classes, max_macs=max_macs, max_params=max_params,
-                           accuracy_risk=accuracy_risk, top1_drop=drop if p == "int8" else None)
+                           accuracy_risk=accuracy_risk, top1_drop=drops.get(p))
                 for p in precs}
     fastest, skipped = _check_budgets(problems, variants)
     problems = {p: pr for p, pr in problems.items() if p not in skipped}
@@ -170,12 +174,12 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
 
     archives, outcomes, settings, search_s = [], {}, None, 0.0
     for p, pr in problems.items():
-        req = request if p == "fp32" else dataclasses.replace(  # an INT8 search is an Optuna study of its own
-            request, study_name=(request.study_name or study_name_of(algorithm.name, pr)) + "-int8")
+        req = request if p == "fp32" else dataclasses.replace(  # a bf16 / INT8 search is an Optuna study of its own
+            request, study_name=(request.study_name or study_name_of(algorithm.name, pr)) + f"-{p}")
         t = time.perf_counter()
         outcome, st = algorithm.run(pr, req, progress)
         search_s += time.perf_counter() - t
-        outcome.archive.cols[_INT8] = np.full(len(outcome.archive), float(p == "int8"))
+        outcome.archive.cols[_PREC] = np.full(len(outcome.archive), float(SEARCHED.index(p)))
         archives.append(outcome.archive)
         outcomes[p] = outcome
         settings = settings or st
@@ -193,13 +197,8 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     if verify:
         measure_accuracy = measure_accuracy or (lambda archs: measured_accuracy(
             run, archs, split=ACCURACY_SPLIT, progress=progress))
-        if "int8" in problems:
-            from hwnas.accuracy.int8 import quantized_top1
-
-            dev8 = variants["int8"][devices[0]]
-            measure_int8_accuracy = measure_int8_accuracy or (lambda archs: quantized_top1(
-                run, archs, dev8, devices_file=devices_file, progress=progress))
-        top1_of = {"fp32": measure_accuracy, "int8": measure_int8_accuracy}
+        top1_of = {"fp32": measure_accuracy, **{p: (measure_precision_accuracy or {}).get(p) or _precision_top1(
+            run, variants[p][devices[0]], devices_file, progress) for p in problems if p != "fp32"}}
         archs = problem.space.from_matrix(table.m)
 
         def measure_top1(rows: list[int]) -> None:
@@ -241,7 +240,7 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
         "best_top1_objective": float(feasible.cols[TOP1].max()),
     }
     if len(precs) > 1:
-        metrics["by_precision"] = {p: {"scored": int((archive.cols[_INT8] == (p == "int8")).sum()),
+        metrics["by_precision"] = {p: {"scored": int((archive.cols[_PREC] == SEARCHED.index(p)).sum()),
                                        "front_size": int(sum(on_front[i] for i in range(len(table))
                                                              if prec_of[i] == p)),
                                        "skipped": skipped.get(p)} for p in precs}
@@ -256,7 +255,7 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     doc = _report(problem, devices, budgets, settings, metrics, best, ver, outcome, accuracy, storage, pareto,
                   top_k, seed, verify, verification)
     doc["settings"]["precision"] = precision
-    doc["precision"] = _precision_report(precision, precs, variants, drop, skipped)
+    doc["precision"] = _precision_report(precision, precs, variants, drops, skipped, left_out)
     paths = _write(run_dir, front, doc, _explored(problems, feasible, devices), devices, budgets,
                    title=f"{settings.get('mode', settings['algo'])}: accuracy vs latency on {devices[0]}"
                          + ("" if precs == ["fp32"] else f" ({precision})"),
@@ -266,39 +265,79 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
                         getattr(accuracy, "meta", {}).get("metrics") or {}, precision=precision)
 
 
-_INT8 = "int8"  # Batch column of a merged archive: 1.0 where the row is scored in INT8
+_PREC = "precision"  # Batch column of a merged archive: the row's precision, as its index in SEARCHED
 PRECISION = "precision"  # pareto.csv: the precision a row is scored (and verified) in
 
 
-def _precisions(precision: str) -> list[str]:
+def _check_precision(precision: str) -> None:
     if precision not in PRECISIONS:
         raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    return ["fp32", "int8"] if precision == "auto" else [precision]
 
 
-def _variants(devices: list[str], precs: list[str], devices_file) -> dict[str, dict[str, str]]:
-    """precision -> device -> the device whose latency (and measurements) that precision uses:
-    the device itself in fp32, its INT8 variant (``<device>-int8``) in int8."""
-    out = {"fp32": {d: d for d in devices}}
-    if "int8" in precs:
-        from hwnas.accuracy.int8 import int8_variant
+def _variants(run_dir: Path, devices: list[str], precision: str, devices_file
+              ) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """(precision -> device -> the device whose latency, measurements and accuracy drop that
+    precision uses: the device itself in fp32, its variant (`precision_variant`) in bf16 / int8;
+    the precisions `auto` leaves out -> why). A named precision a device has no variant for is one
+    line naming the devices that have one."""
+    from hwnas.devices import get_device
+    from hwnas.devices.registry import precision_variant
 
-        out["int8"] = {d: int8_variant(d, devices_file) for d in devices}
-        if "fp32" in precs:
-            same = [d for d in devices if out["int8"][d] == d]
-            if same:
-                raise InputError(f"--precision auto scores each subnet in fp32 and in INT8, but '{same[0]}' is "
-                                 f"an INT8 device; name its fp32 device (--precision int8 searches INT8 only)")
-    return {p: out[p] for p in precs}
+    if precision == "fp32":
+        return {"fp32": {d: d for d in devices}}, {}
+    if precision != "auto":
+        return {precision: {d: precision_variant(d, precision, devices_file) for d in devices}}, {}
+    for d in devices:
+        own = get_device(d, devices_file).precision
+        if own != "fp32":
+            raise InputError(f"--precision auto scores each subnet in every precision its device has a variant "
+                             f"for, but '{d}' is a {own} device; name its fp32 device (--precision {own} "
+                             f"searches {own} only)")
+    out, left_out = {"fp32": {d: d for d in devices}}, {}
+    for p in REDUCED:
+        found, missing = {}, []
+        for d in devices:
+            try:
+                found[d] = precision_variant(d, p, devices_file)
+            except DeviceError:
+                missing.append(d)
+        if missing:
+            left_out[p] = f"no {p} variant of {', '.join(missing)}"
+            continue
+        for v in found.values():  # one never fitted here that this machine cannot profile or verify
+            why = None if latency_predictor_path(run_dir, v).exists() else get_device(v, devices_file).available()
+            if why:
+                left_out[p] = f"'{v}' has no latency predictor in this run and is not usable here: {why}"
+                break
+        else:
+            out[p] = found
+    if len(out) == 1:
+        raise InputError(f"--precision auto has nothing to compare fp32 with: {'; '.join(left_out.values())}; "
+                         "search with --precision fp32")
+    return out, left_out
 
 
-def _load_latency(run_dir: Path, device: str, base: str, width_mult: float):
+def _load_latency(run_dir: Path, device: str, base: str, precision: str, width_mult: float):
     if device != base and not latency_predictor_path(run_dir, device).exists():
         raise PredictorMissing(
-            f"no latency predictor for '{device}' (the INT8 variant of '{base}') in {run_dir}: profile it with "
-            f"`hwnas profile --run {run_dir} --device {device}`, then fit it with "
+            f"no latency predictor for '{device}' (the {precision} variant of '{base}') in {run_dir}: profile it "
+            f"with `hwnas profile --run {run_dir} --device {device}`, then fit it with "
             f"`hwnas latency fit --run {run_dir} --device {device}`")
     return load_latency_predictor(run_dir, device, width_mult)
+
+
+def _drop_model(run, device: str, n: int, seed: int, devices_file, progress):
+    """The top-1 drop model of reduced-precision `device` (its table measured first when short)."""
+    from hwnas.accuracy.int8 import ensure_drop_model
+
+    return ensure_drop_model(run, device, n, seed=seed, devices_file=devices_file, progress=progress)
+
+
+def _precision_top1(run, device: str, devices_file, progress) -> AccuracyMeasure:
+    """Measured test top-1 of archs compiled for reduced-precision `device` (kept in its table)."""
+    from hwnas.accuracy.int8 import precision_top1
+
+    return lambda archs: precision_top1(run, archs, device, devices_file=devices_file, progress=progress)
 
 
 def _check_budgets(problems: dict[str, Problem], variants: dict[str, dict[str, str]]
@@ -313,7 +352,7 @@ def _check_budgets(problems: dict[str, Problem], variants: dict[str, dict[str, s
             for d, ms in pr.check_budgets().items():
                 fastest[d] = min(fastest.get(d, math.inf), ms)
         except BudgetError as err:
-            msg = str(err) if p == "fp32" else (f"{err} (in INT8: latencies predicted for "
+            msg = str(err) if p == "fp32" else (f"{err} (in {p.upper()}: latencies predicted for "
                                                 f"{', '.join(sorted(set(variants[p].values())))})")
             skipped[p] = msg
             errors.append(msg)
@@ -337,14 +376,14 @@ def _merged_outcome(outcomes: dict[str, SearchOutcome], archive: Batch) -> Searc
 
 
 def _precision_of(table: Batch) -> list[str]:
-    return ["int8" if v else "fp32" for v in table.cols[_INT8]]
+    return [SEARCHED[int(v)] for v in table.cols[_PREC]]
 
 
 def _verify(problems: dict[str, Problem], table: Batch, prec_of: list[str], cand: list[int], top_k: int,
             measure: Measure, variants: dict[str, dict[str, str]], max_measure: int | None,
             margin: float) -> Verification:
     """`verify_candidates` per precision: each candidate is measured on its precision's devices
-    (int8 rows on the INT8 variants). The first `top_k` candidates (best first) say how many
+    (bf16 / int8 rows on those variants). The first `top_k` candidates (best first) say how many
     each precision must return; a precision that falls short passes its share to the next best
     candidates of any precision, within `max_measure` (default 3 * top_k) measurements in all.
     Returns table rows."""
@@ -390,8 +429,8 @@ def _estimate(problems: dict[str, Problem], m: np.ndarray, prec: Sequence[str]) 
 
 def _accuracy_report(problems: dict[str, Problem], table: Batch, prec_of: list[str], measured: dict[int, float],
                      chosen: list[int]) -> dict[str, Any]:
-    """Predicted vs measured top-1 of every evaluated candidate and of the returned ones (INT8
-    rows: the drop-adjusted prediction vs the quantized artifact's measured top-1)."""
+    """Predicted vs measured top-1 of every evaluated candidate and of the returned ones (bf16 /
+    INT8 rows: the drop-adjusted prediction vs that artifact's measured top-1)."""
     def compare(rows: list[int]) -> dict[str, Any] | None:
         if not rows:
             return None
@@ -411,7 +450,7 @@ def _candidates(problem: Problem, archive: Batch, pareto: bool, top_k: int, fast
     candidates; which of those are on the front; candidate positions in `table`, best first).
 
     Candidates are the front's members (`pareto`) or every feasible subnet, by predicted top-1."""
-    tag = archive.cols.get(_INT8)  # (subnet, precision) points are distinct
+    tag = archive.cols.get(_PREC)  # (subnet, precision) points are distinct
     key = archive.m if tag is None else np.column_stack([archive.m, tag.astype(archive.m.dtype)])
     uniq = archive.take(unique_rows(key))
     feasible = uniq.take(np.flatnonzero(uniq.feasible))
@@ -574,19 +613,22 @@ def _explored(problems: dict[str, Problem], feasible: Batch, devices: list[str],
     return out
 
 
-def _precision_report(precision: str, precs: list[str], variants: dict[str, dict[str, str]], drop,
-                      skipped: dict[str, str]) -> dict[str, Any]:
-    """search.json's ``precision`` block: what was searched in which precision, on which
-    devices' predictors, and how INT8 top-1 was estimated and measured."""
-    out: dict[str, Any] = {"asked": precision, "searched": [p for p in precs if p not in skipped],
+def _precision_report(precision: str, precs: list[str], variants: dict[str, dict[str, str]],
+                      drops: dict[str, Any], skipped: dict[str, str], left_out: dict[str, str]) -> dict[str, Any]:
+    """search.json's ``precision`` block: which precisions were considered (and which `auto` left
+    out, why), which were searched (a budget no subnet meets in one skips it), on which devices'
+    predictors, and how bf16 / INT8 top-1 was estimated and measured."""
+    out: dict[str, Any] = {"asked": precision, "considered": precs, "left_out": left_out or None,
+                           "searched": [p for p in precs if p not in skipped],
                            "skipped": skipped or None, "latency_devices": variants}
-    if drop is not None:
-        out["int8_accuracy"] = {
+    for p, drop in drops.items():
+        out[f"{p}_accuracy"] = {
             "drop_model": drop.describe() if hasattr(drop, "describe") else {"kind": type(drop).__name__},
-            "predicted": "top1_pred of an int8 row = the fp32 accuracy predictor's top-1 minus the predicted "
-                         "drop; top1_std adds the drop's sigma in quadrature",
-            "measured": "measured_top1 of an int8 row is the quantized artifact's own top-1 on the test split "
-                        "(compiled for the INT8 device like an INT8 export, calibrated on training images)"}
+            "predicted": f"top1_pred of a row in {p} = the fp32 accuracy predictor's top-1 minus the predicted drop; "
+                         "top1_std adds the drop's sigma in quadrature",
+            "measured": f"measured_top1 of a row in {p} is the {p} artifact's own top-1 on the test split "
+                        f"(compiled for the {p} device as an export for it is" +
+                        (", calibrated on training images)" if p == "int8" else ")")}
     return out
 
 

@@ -16,8 +16,8 @@ def ms_pred(device: str) -> str:
 
 
 def ms_device(device: str) -> str:
-    """The device whose latency `ms_pred(device)` holds: `device` itself, or its INT8 variant for
-    points of a precision-aware search (``--precision int8|auto``)."""
+    """The device whose latency `ms_pred(device)` holds: `device` itself, or its bf16 / INT8 variant
+    for points of a precision-aware search (``--precision bf16|int8|auto``)."""
     return f"ms_device:{device}"
 
 

@@ -130,9 +130,10 @@ class Problem:
     predictor errs high (the winner's curse), most of all where it extrapolates.
 
     With `top1_drop` (an object with ``predict_with_std(m) -> (drop, sigma)`` in top-1 points)
-    the problem scores subnets in INT8: top-1 is the accuracy predictor's minus the predicted drop,
-    and the two sigmas add in quadrature. The latency predictors are then the INT8 devices' (the
-    budgets stay keyed by the device names the caller gives them)."""
+    the problem scores subnets in a reduced precision (bf16, INT8): top-1 is the accuracy
+    predictor's minus the predicted drop, and the two sigmas add in quadrature. The latency
+    predictors are then those precision's devices' (the budgets stay keyed by the device names the
+    caller gives them)."""
 
     space: Any  # the run's space, any family
     accuracy: Predictor
@@ -143,7 +144,7 @@ class Problem:
     max_macs: float | None = None
     max_params: float | None = None
     accuracy_risk: float = 0.0
-    top1_drop: Any = None  # INT8 points: a drop model (`hwnas.accuracy.int8.Int8DropModel`)
+    top1_drop: Any = None  # bf16 / INT8 points: a drop model (`hwnas.accuracy.int8.DropModel`)
     use_tables: bool = True
     memo: bool = True
     index_breeding: bool = True  # evolution on choice-index rows where it applies (`GeneIndex`)
@@ -360,7 +361,7 @@ class Problem:
 
     def top1_estimate(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the accuracy predictor's own top-1, no risk penalty: what is reported; its one-sigma
-        uncertainty, NaN if it has none) of rows `m`, in one call. In INT8 (`top1_drop`): minus
+        uncertainty, NaN if it has none) of rows `m`, in one call. In bf16 / INT8 (`top1_drop`): minus
         the predicted drop, the sigmas added in quadrature."""
         m = np.asarray(m, dtype=np.int32)
         if self.top1_drop is not None:

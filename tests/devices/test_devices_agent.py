@@ -54,13 +54,13 @@ class AgentProcess:
     def _wait_listening(self, timeout_s: float = 40.0) -> int:
         deadline = time.monotonic() + timeout_s
         assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if ready:
-                line = self.proc.stdout.readline()
-                self.banner += line
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:  # raw reads: a buffered readline could hold the last line where select never sees it
+                self.banner += os.read(fd, 65536).decode(errors="replace")
                 match = re.search(r"listening on https?://127\.0\.0\.1:(\d+)", self.banner)
-                if match and "devices usable here" in line:  # the banner's last line
+                if match and re.search(r"devices usable here.*\n", self.banner):  # the banner's last line
                     return int(match.group(1))
             if self.proc.poll() is not None:
                 break

@@ -10,6 +10,7 @@ from hwnas.errors import DeviceError
 BUILTINS = ["cpu-torch", "cpu-ort", "cpu-openvino", "mobile-xnnpack", "mobile-litert",
             "cuda-torch", "cuda-ort", "trt"]
 INT8 = ["cpu-ort-int8", "cpu-openvino-int8", "mobile-xnnpack-int8", "trt-int8"]  # test_devices_int8
+BF16 = ["cpu-openvino-bf16"]  # test_devices_bf16
 
 
 def _one_line(err: pytest.ExceptionInfo) -> str:
@@ -47,7 +48,7 @@ def test_user_devices_from_yaml(tmp_path):
     assert devices["cpu-ort-2t"].provider == "CPUExecutionProvider"  # backend default filled in
     assert get_device("ov-bf16", devices_file=path).precision == "bf16"
     names = [row["name"] for row in list_devices(path)]
-    assert names == BUILTINS + INT8 + ["cpu-ort-2t", "ov-bf16"]
+    assert names == BUILTINS + INT8 + BF16 + ["cpu-ort-2t", "ov-bf16"]
 
 
 def test_mapping_form(tmp_path):
@@ -93,7 +94,7 @@ def test_missing_devices_file(tmp_path):
 
 def test_list_devices_rows_say_why_a_device_is_unusable():
     rows = {row["name"]: row for row in list_devices()}
-    assert set(rows) == set(BUILTINS + INT8)
+    assert set(rows) == set(BUILTINS + INT8 + BF16)
     for row in rows.values():
         assert set(row) == {"name", "backend", "options", "description", "source", "available"}
         assert row["available"] is None or isinstance(row["available"], str)

@@ -48,8 +48,29 @@ def test_an_int8_point_of_a_precision_search_has_its_prediction(export_run):
     cand = Candidate(archs[0], PARETO, row)
     assert cand.predicted_latency_ms("cpu-ort-int8") == 0.4 and cand.predicted_latency_ms("trt") == 0.1
     assert cand.predicted_latency_ms("cpu-openvino-int8") is None
+    assert cand.predicted_latency_ms("cpu-ort") is None  # that column holds INT8's latency, not fp32's
     assert Candidate(archs[0], PARETO, dict(row, **{"ms_pred:cpu-ort-int8": 0.3})
                      ).predicted_latency_ms("cpu-ort-int8") == 0.3
+
+
+def test_an_auto_front_with_a_row_per_precision_resolves_to_the_devices_row(tmp_path, tiny_supernet):
+    """`--precision auto` may keep one subnet in several precisions: exporting it for the bf16
+    device takes the bf16 row's prediction, for the fp32 device the fp32 row's."""
+    from hwnas.export import pareto_members
+    from hwnas.run import open_run
+    from hwnas.space import write_arch_table
+
+    run = open_run(tmp_path / "run", tiny_supernet)
+    arch = run.space.min_arch(r=32)
+    write_arch_table(run.run_dir / "pareto.csv", [arch, arch],
+                     extra={"id": [arch.id] * 2, "precision": ["bf16", "fp32"], "top1_pred": [40.0, 40.0],
+                            "ms_pred:cpu-openvino": [0.7, 1.0],
+                            "ms_device:cpu-openvino": ["cpu-openvino-bf16", "cpu-openvino"]})
+    for device, ms in (("cpu-openvino-bf16", 0.7), ("cpu-openvino", 1.0)):
+        assert resolve_subnet(run, arch.id, device).predicted_latency_ms(device) == ms
+        assert resolve_subnet(run, arch, device).predicted_latency_ms(device) == ms
+        [member] = pareto_members(run, device)
+        assert member.predicted_latency_ms(device) == ms
 
 
 def test_a_device_unusable_here_is_one_clear_error(export_run):

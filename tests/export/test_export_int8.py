@@ -70,13 +70,13 @@ def test_an_int8_drop_over_the_limit_fails_the_bundle_with_one_reason(trained_ex
     from hwnas.export import api
 
     _usable("cpu-ort-int8")
-    real = api.int8_accuracy
+    real = api.precision_accuracy
 
     def worse(*args, **kwargs):  # the quantized model loses 3 points of the fp32 top-1
         out = real(*args, **kwargs)
         return dict(out, top1_int8=out["top1_fp32"] - 3.0, drop=3.0)
 
-    monkeypatch.setattr(api, "int8_accuracy", worse)
+    monkeypatch.setattr(api, "precision_accuracy", worse)
     run, arch = trained_export_run
     out = tmp_path / "int8-bad"
     with pytest.raises(VerificationError) as err:
@@ -93,8 +93,10 @@ def test_an_int8_drop_over_the_limit_fails_the_bundle_with_one_reason(trained_ex
 
 
 def test_fp32_bundles_have_no_int8_record(ort_bundle):
-    assert "int8" not in json.loads((ort_bundle / "verify.json").read_text())
-    assert "int8" not in json.loads((ort_bundle / "model.json").read_text())["accuracy"]
+    verify = json.loads((ort_bundle / "verify.json").read_text())
+    meta = json.loads((ort_bundle / "model.json").read_text())
+    assert "int8" not in verify and "int8" not in meta["accuracy"]
+    assert verify["precision"] == meta["precision"] == "fp32"
 
 
 @pytest.mark.parametrize("bad", [-0.5, float("nan")])
