@@ -1098,8 +1098,8 @@ def export_cmd(
                                                 "recalibration (default: the accuracy table's 1000 images)."),
     verify_images: int = typer.Option(64, "--verify-images", help="Test images the exported model is checked on."),
     measure: bool = typer.Option(True, "--measure/--no-measure", help="Measure the latency on the device."),
-    max_int8_drop: float = typer.Option(1.0, "--max-int8-drop", help="INT8 devices: the most test top-1 "
-                                        "points the quantized model may lose against the fp32 subnet "
+    max_int8_drop: float = typer.Option(1.0, "--max-int8-drop", help="INT8 and bf16 devices: the most test "
+                                        "top-1 points the reduced-precision model may lose against the fp32 subnet "
                                         "before the bundle is marked failed."),
 ) -> None:
     """Export subnets as verified deploy bundles, compiled by the device's own backend."""
@@ -1126,9 +1126,11 @@ def export_cmd(
     for path in paths:
         meta = read_meta(path)
         ms = (meta["latency"].get("measured") or {}).get("corrected_ms")
-        top1, int8 = f"{meta['accuracy']['top1']:.2f}", meta["accuracy"].get("int8") or {}
-        if int8.get("top1_int8") is not None:
-            top1 = f"{int8['top1_int8']:.2f} int8 ({top1} fp32)"
+        top1 = f"{meta['accuracy']['top1']:.2f}"
+        for precision in ("int8", "bf16"):  # a reduced-precision bundle: its own top-1 first
+            record = meta["accuracy"].get(precision) or {}
+            if record.get(f"top1_{precision}") is not None:
+                top1 = f"{record[f'top1_{precision}']:.2f} {precision} ({top1} fp32)"
         table.add_row(escape(str(path)), escape(meta["status"]), top1, "-" if ms is None else f"{ms:.3f}")
         if meta["status"].startswith("onnx-only"):
             err_console.print(f"[yellow]notice:[/] {path.name}: no engine built here ({escape(meta['status'])}); "

@@ -562,12 +562,14 @@ def load_finetune(files: RunFiles, arch_id: str) -> dict[str, Any] | None:
 
 
 def bundle_top1(meta: dict[str, Any]) -> tuple[float | None, float | None]:
-    """(top-1 of what the bundle ships, INT8 drop): an INT8 bundle ships the quantized model, so
-    its measured top-1 is the INT8 one (model.json's ``accuracy.int8``), not the fp32 subnet's."""
+    """(top-1 of what the bundle ships, its drop against the fp32 subnet): an INT8 or bf16 bundle
+    ships the reduced-precision model, so its measured top-1 is that model's (model.json's
+    ``accuracy.int8`` / ``accuracy.bf16``), not the fp32 subnet's."""
     acc = meta.get("accuracy") or {}
-    int8 = acc.get("int8") or {}
-    if int8.get("top1_int8") is not None:
-        return int8["top1_int8"], int8.get("drop")
+    for precision in ("int8", "bf16"):
+        record = acc.get(precision) or {}
+        if record.get(f"top1_{precision}") is not None:
+            return record[f"top1_{precision}"], record.get("drop")
     return acc.get("top1"), None
 
 
