@@ -17,6 +17,7 @@ same network share one row and one id.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from abc import ABC, abstractmethod
@@ -273,6 +274,37 @@ class Family(ABC):
                              f"{list(g.choices)}" + (" (as an index)" if g.by_index else ""))
         return m
 
+    @property
+    def predates_families(self) -> bool:
+        """Whether this is the family hwnas began with (`hwnas.families.DEFAULT_FAMILY`, the family
+        of every file written before families): its tables may hold any network its slots run
+        (`check_model_rows`), and its latency models keep the formats they were first fitted in."""
+        from hwnas.families import DEFAULT_FAMILY
+
+        return self.name == DEFAULT_FAMILY
+
+    def check_model_rows(self, m: np.ndarray) -> np.ndarray:
+        """`m` as the int64 flat rows latency models read: `check_rows`, then `canonical`. The family
+        that `predates_families` takes any network its slots run, as its tables always could (depth
+        1, other kernels): only the shape, r > 0 and each depth gene within its slots are checked."""
+        if not self.predates_families:
+            return self.canonical(self.check_rows(m))
+        m = np.asarray(m)
+        n_cols, depth, lo, hi = _row_bounds(self)
+        if m.ndim != 2 or m.shape[1] != n_cols:
+            raise InputError(f"{self.name} arch rows must be [n, {n_cols}] (r, "
+                             f"{', '.join(g.name + '_*' for g in self.gene_groups())}), got {list(m.shape)}")
+        m = m.astype(np.int64, copy=False)
+        bad = np.concatenate([m[:, :1] < 1, (m[:, depth] < lo) | (m[:, depth] > hi)], axis=1)
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            if j == 0:
+                raise InputError(f"{self.name} arch row {i}: r={m[i, 0]} must be positive")
+            c = depth[j - 1]
+            raise InputError(f"{self.name} arch row {i}: {self.flat_columns()[c]}={m[i, c]} is outside "
+                             f"{lo[j - 1]}..{hi[j - 1]}")
+        return m
+
     def resolve_arch(self, arch: Any, width_mult: float | None = None) -> "GeneArch":
         """A checked arch of this family from a `GeneArch` or Once-for-All's arch dict plus "r"
         (what every supernet's ``set_active_subnet``/``get_subnet`` accept)."""
@@ -356,6 +388,21 @@ class Family(ABC):
     def hwnas_key(self, ofa_key: str) -> str:
         """The hwnas supernet's key for a key of Once-for-All's state dict (same by default)."""
         return ofa_key
+
+
+@functools.lru_cache(maxsize=None)
+def _row_bounds(family: Family) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """(flat columns, depth gene columns, the least and the most slots each can run: from the first
+    of its slots to all of them) for `Family.check_model_rows` (families are singletons)."""
+    layout = family.slot_layout()
+    afters: dict[int, list[int]] = {}
+    for s in layout.slots if layout is not None else ():
+        if s.depth is not None:
+            afters.setdefault(s.depth, []).append(s.after)
+    depth = sorted(afters)
+    return (len(family.flat_columns()), np.asarray(depth, dtype=np.intp),
+            np.asarray([min(afters[d]) + 1 for d in depth], dtype=np.int64),
+            np.asarray([max(afters[d]) + 1 for d in depth], dtype=np.int64))
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,28 @@
-"""The block description both MobileNet families' plans yield (torch-free, so costs and layouts
-are computed without building a network)."""
+"""What both MobileNet families (OFA-MobileNetV3, OFA-ProxylessNAS) share without torch: the block
+description their plans yield, and the exact params/MACs arithmetic of their layers.
+
+Counting convention (Once-for-All's reports): params = every parameter, BN affine included, BN
+running statistics and kernel-transform matrices excluded; MACs = multiply-accumulates of
+convolutions and linear layers only (SE 1x1 convs included; BN, activations, pooling, the SE
+multiply and residual adds not counted). Spatial sizes follow conv arithmetic with padding k//2
+(`hwnas.families.parts.out_size`).
+"""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any, Callable
 
-__all__ = ["BlockSpec"]
+import numpy as np
+
+from hwnas.channels import expand_channels, se_channels
+from hwnas.families.parts import out_size
+
+__all__ = ["BlockSpec", "Cost", "conv_params_macs", "add_costs", "mbconv_params_macs", "stem_params_macs",
+           "per_distinct_key"]
+
+Cost = tuple[int, int]  # (params, MACs)
 
 
 @dataclass(frozen=True)
@@ -26,3 +43,51 @@ class BlockSpec:
     def residual(self) -> bool:
         """An identity shortcut: same width in and out, stride 1."""
         return self.stride == 1 and self.in_channels == self.out_channels
+
+
+def conv_params_macs(cin: int, cout: int, k: int, out: int, groups: int = 1, bias: bool = False,
+                     bn: bool = True) -> Cost:
+    """(params, MACs) of a k x k convolution producing an `out` x `out` map (BN affine counted)."""
+    weights = cout * (cin // groups) * k * k
+    return weights + (cout if bias else 0) + (2 * cout if bn else 0), weights * out * out
+
+
+def add_costs(*costs: Cost) -> Cost:
+    return sum(c[0] for c in costs), sum(c[1] for c in costs)
+
+
+@functools.lru_cache(maxsize=65536)
+def mbconv_params_macs(cin: int, cout: int, k: int, e: int, stride: int, size: int, use_se: bool,
+                       expand: bool = True) -> tuple[int, int, int]:
+    """(params, MACs, output size) of one MBConv block on a `size` x `size` input."""
+    mid = expand_channels(cin, e) if expand else cin
+    out = out_size(size, k, stride)
+    costs = [conv_params_macs(mid, mid, k, out, groups=mid), conv_params_macs(mid, cout, 1, out)]
+    if expand:
+        costs.append(conv_params_macs(cin, mid, 1, size))
+    if use_se:
+        s = se_channels(mid)
+        costs += [conv_params_macs(mid, s, 1, 1, bias=True, bn=False),
+                  conv_params_macs(s, mid, 1, 1, bias=True, bn=False)]
+    params, macs = add_costs(*costs)
+    return params, macs, out
+
+
+@functools.lru_cache(maxsize=4096)
+def stem_params_macs(plan: Any, r: int) -> tuple[int, int, int]:
+    """Stem conv (3x3, stride 2) + the fixed first block (3x3 depthwise, no expand, no SE) of a
+    plan with ``stem`` and ``first_block`` widths: (params, MACs, output size)."""
+    size = out_size(r, 3, 2)
+    p1, m1 = conv_params_macs(3, plan.stem, 3, size)
+    p2, m2, size = mbconv_params_macs(plan.stem, plan.first_block, 3, 1, 1, size, False, expand=False)
+    return p1 + p2, m1 + m2, size
+
+
+def per_distinct_key(keys: np.ndarray, fn: Callable[..., tuple[int, ...]]) -> np.ndarray:
+    """`fn(*key)` evaluated once per distinct row of `keys` [n, m]; int64 results, one row per key
+    (how the vectorised counters cost each distinct block shape once)."""
+    if len(keys) == 0:
+        return np.zeros((0, 3), dtype=np.int64)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    values = np.array([fn(*map(int, key)) for key in uniq], dtype=np.int64).reshape(len(uniq), -1)
+    return values[inv.reshape(-1)]

@@ -74,6 +74,17 @@ class SlotLayout:
                 out[:, i] = m[:, s.depth] > s.after
         return out
 
+    def slot_of_parts(self, parts) -> tuple[int | None, ...] | None:
+        """Per part of a cost layout (`hwnas.families.parts.Part`): the slot it is (the one whose
+        context and genes are its key columns), or None for a part keyed by the context alone
+        (it always runs); None overall when some part is neither (the slots do not describe it)."""
+        by_columns = {frozenset(s.context + s.genes): i for i, s in enumerate(self.slots)}
+        out = tuple(by_columns.get(frozenset(p.columns)) for p in parts)
+        context = set(self.context)
+        if any(i is None and not set(p.columns) <= context for i, p in zip(out, parts)):
+            return None
+        return out if sorted(i for i in out if i is not None) == list(range(len(self.slots))) else None
+
     def check(self, n_columns: int) -> "SlotLayout":
         """This layout if it is well formed over rows of `n_columns` flat columns (genes owned by
         one slot only, shared genes not owned, columns in range), else one InputError."""

@@ -1,7 +1,7 @@
 """The choices of one family's search space: a subset of each gene group's choices, resolutions
 and the supernet's width multiplier. Its dict form is what checkpoints and runs store:
-``{<group>: [choices], ..., "r": [...], "width_mult": w}`` (for OFA-MobileNetV3 exactly
-`hwnas.space.SearchSpace.to_dict`)."""
+``{<group>: [choices], ..., "r": [...], "width_mult": w}``. OFA-MobileNetV3's space is the subclass
+`hwnas.families.ofa_mbv3.space.SearchSpace` (its own fields, the same dict form)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,19 @@ import numpy as np
 from hwnas.errors import ConfigError
 from hwnas.families.base import OFA_RESOLUTIONS, Family, GeneArch, GeneGroup
 
-__all__ = ["FamilySpace", "space_info"]
+__all__ = ["FamilySpace", "space_info", "parse_range"]
+
+
+def parse_range(text: str) -> list[int]:
+    """Resolutions written as "LOW:HIGH[:STEP]" (inclusive, step 4 by default), as every space reads them."""
+    try:
+        parts = [int(p) for p in text.split(":")]
+        lo, hi, step = (parts + [4])[:3] if len(parts) in (2, 3) else (None, None, None)
+        if lo is None or step <= 0 or hi < lo:
+            raise ValueError
+    except ValueError:
+        raise ConfigError(f"resolution range {text!r} must look like LOW:HIGH[:STEP], e.g. 32:64:4") from None
+    return list(range(lo, hi + 1, step))
 
 
 @dataclass(frozen=True)
@@ -38,7 +50,7 @@ class FamilySpace:
         """Per gene group, the int-matrix codes of this space's choices."""
         return tuple(tuple(g.to_codes(c)) for g, c in zip(self.family.gene_groups(), self.choices))
 
-    # -- the matrix interface every stage uses (shared with `hwnas.space.SearchSpace`) ------
+    # -- the matrix interface every stage uses (shared with OFA-MobileNetV3's `SearchSpace`) ------
     @property
     def flat_columns(self) -> tuple[str, ...]:
         return self.family.flat_columns()
@@ -158,9 +170,7 @@ class FamilySpace:
             choices.append(tuple(g.to_values(sorted(codes))))
         r = obj.get("r", list(OFA_RESOLUTIONS))
         if isinstance(r, str):  # "32:64:4" = range 32..64 step 4, inclusive (as SearchSpace)
-            from hwnas.space import _parse_range
-
-            r = _parse_range(r)
+            r = parse_range(r)
         if not isinstance(r, (list, tuple)) or not r or not all(
                 isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in r):
             raise ConfigError(f"search-space 'r' must be a list of positive integers, got {r!r}")
@@ -170,7 +180,7 @@ class FamilySpace:
             raise ConfigError(str(err)) from None
         return cls(family, tuple(choices), tuple(sorted(set(r))), width)
 
-    # -- members (the interface training and sampling use, as `hwnas.space.SearchSpace`) ----
+    # -- members (the interface training and sampling use, as OFA-MobileNetV3's `SearchSpace`) ----
     def _uniform_row(self, pick, r: int | None) -> list[int]:
         row = [max(self.r_choices) if r is None else int(r)]
         for g, codes in zip(self.groups(), self.group_codes()):
@@ -229,15 +239,13 @@ class FamilySpace:
 
 
 def space_info(space) -> dict[str, Any]:
-    """What `hwnas space info` prints, for a space of any family (`hwnas.space.SearchSpace` or a
-    `FamilySpace`): the family's facts, with this space's gene choices, resolutions, width, exact
-    size (None where the family cannot count it) and its smallest and largest subnets."""
+    """What `hwnas space info` prints, for a `FamilySpace` of any family: the family's facts, with
+    this space's gene choices, resolutions, width, exact size (None where the family cannot count
+    it) and its smallest and largest subnets."""
     family = space.family
     info = family.info()
     groups = family.gene_groups()
-    choices = (space.choices if isinstance(space, FamilySpace)
-               else (space.ks_choices, space.e_choices, space.d_choices))
-    for g, c in zip(groups, choices):
+    for g, c in zip(groups, space.choices):
         info["genes"][g.name]["choices"] = list(c)
     size = space.size(per_resolution=True)
     info.update(resolutions=list(space.r_choices), width_mult=space.width_mult,

@@ -6,15 +6,18 @@ row and column; `stats_frame` adds Once-for-All's exact ``params`` and ``macs`` 
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Sequence
+
 import numpy as np
 
 from hwnas.errors import InputError, TableError
 from hwnas.families.base import Family
 
-__all__ = ["table_codes", "stats_frame", "read_arch_frame", "frame_archs", "archs_frame", "MIN_R",
-           "MAX_R"]
+__all__ = ["table_codes", "stats_frame", "read_arch_frame", "read_table_frame", "frame_archs", "archs_frame",
+           "MIN_R", "MAX_R"]
 
-MIN_R, MAX_R = 16, 512  # resolutions a table may hold (as `hwnas.space.SearchSpace.for_tables`)
+MIN_R, MAX_R = 16, 512  # resolutions a table may hold (as OFA-MobileNetV3's `SearchSpace.for_tables`)
 
 
 def _shown(value) -> str:
@@ -85,7 +88,8 @@ def read_arch_frame(space, path, source: str | None = None):
     """(archs, DataFrame with all the file's columns) of a CSV/Parquet table of flat rows, every
     arch within `space` (a run's or supernet's space, any family): one-line TableErrors naming
     row and column. Rows hold values (ResNet50's expand ratios as 0.2/0.25/0.35)."""
-    from hwnas.space import SearchSpace, read_arch_table, read_table_frame
+    from hwnas.families.ofa_mbv3.space import SearchSpace
+    from hwnas.families.ofa_mbv3.tables import read_arch_table
 
     if isinstance(space, SearchSpace):
         return read_arch_table(path, space)
@@ -93,9 +97,51 @@ def read_arch_frame(space, path, source: str | None = None):
     return frame_archs(space, df, source or str(path)), df
 
 
+def read_table_frame(path: str | Path):
+    """A CSV (or Parquet) file as a DataFrame with stripped column names; one-line TableErrors."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise TableError(f"table {path} does not exist")
+    try:
+        if path.suffix == ".parquet":
+            df = pd.read_parquet(path)
+        else:
+            df = pd.read_csv(path, skipinitialspace=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise TableError(f"table {path} cannot be read as CSV: {first}") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    repeated = _repeated_columns(list(df.columns) if path.suffix == ".parquet" else _csv_header(path))
+    if repeated:  # which of two `r` columns is meant cannot be guessed
+        raise TableError(f"table {path} has more than one column named {', '.join(repeated)}; "
+                         "keep one of each")
+    return df
+
+
+def _csv_header(path: Path) -> list[str]:
+    """A CSV's column names as written: pandas renames a repeated one ("r", "r.1"), hiding it."""
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            return [c.strip() for c in next(csv.reader(f, skipinitialspace=True), [])]
+    except (csv.Error, UnicodeDecodeError):  # pandas read it; nothing more to learn here
+        return []
+
+
+def _repeated_columns(names: Sequence[str]) -> list[str]:
+    """Names given to more than one column (unnamed ones, e.g. from trailing commas, aside)."""
+    from collections import Counter
+
+    return sorted(name for name, n in Counter(names).items() if n > 1 and name)
+
+
 def frame_archs(space, df, source: str = "table") -> list:
     """The archs of a DataFrame of flat rows within `space` (any family)."""
-    from hwnas.space import SearchSpace, archs_from_frame
+    from hwnas.families.ofa_mbv3.space import SearchSpace
+    from hwnas.families.ofa_mbv3.tables import archs_from_frame
 
     if isinstance(space, SearchSpace):
         return archs_from_frame(df, space, source=source)

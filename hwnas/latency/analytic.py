@@ -1,14 +1,15 @@
 """Analytic-feature latency model: exact per-part costs -> a small regularised regression.
 
 Latency is close to a sum over layers of (compute time + memory time + launch/dispatch overhead).
-The features say exactly how much of each a subnet has, computed from the network layout
+The features say exactly how much of each a subnet has, summed over the family's cost layout
 (`hwnas.latency.layout`): MACs split by operator type (pointwise, depthwise, squeeze-excite, the
 fixed stem/head), activation and weight bytes, layer counts, and per-stage block counts, MACs and
-activation bytes (efficiency differs between a 112x112 and a 7x7 feature map). Feature sets, smallest first: ``macs`` (the FLOPs-only baseline), ``params`` (weight bytes),
-``simple`` (MACs, weight bytes, blocks), ``compact`` (MACs, activation bytes, weight bytes,
-layers: compute, memory and launch cost), ``roofline`` (MACs by operator type, bytes, layers),
-``stage`` (per-stage blocks, MACs and bytes) and ``full`` (roofline with depthwise MACs split by
-kernel size 3/5/7 (other kernel sizes count in none of them), + stage). The model is one of
+activation bytes (efficiency differs between a 112x112 and a 7x7 feature map). Feature sets,
+smallest first: ``macs`` (the FLOPs-only baseline), ``params`` (weight bytes), ``simple`` (MACs,
+weight bytes, blocks), ``compact`` (MACs, activation bytes, weight bytes, layers: compute, memory
+and launch cost), ``roofline`` (MACs by operator type, bytes, layers), ``stage`` (per-stage
+blocks, MACs and bytes) and ``full`` (roofline with depthwise MACs split by the family's block
+kernel sizes, e.g. 3/5/7 (other sizes count in none of them), + stage). The model is one of
 
 - ``linear``: ``ms = b + sum_j w_j f_j`` with w >= 0 (every unit of work costs time), fitted on
   relative errors with a ridge penalty: few parameters with the right sign, robust from ~20 rows;
@@ -24,50 +25,39 @@ from typing import Any, Mapping
 import numpy as np
 
 from hwnas.errors import InputError
+from hwnas.families import DEFAULT_FAMILY
 from hwnas.latency._solvers import nnls_relative, ridge_fit
 from hwnas.latency.base import LatencyPredictor, register
-from hwnas.latency.layout import MBV3, COST_NAMES, analytic_gather, family_cost_gather, family_layout
+from hwnas.latency.layout import COST_NAMES, family_cost_gather, family_layout
 
-__all__ = ["FEATURE_SETS", "ALL_FEATURES", "FeatureCache", "all_features", "all_feature_names",
-           "analytic_features", "cached_features", "feature_names", "select_features", "AnalyticPredictor"]
+__all__ = ["FEATURE_SETS", "FeatureCache", "all_features", "all_feature_names", "analytic_features",
+           "cached_features", "feature_names", "select_features", "AnalyticPredictor"]
 
 _C = {name: i for i, name in enumerate(COST_NAMES)}
 FEATURE_SETS: tuple[str, ...] = ("macs", "params", "simple", "compact", "roofline", "stage", "full")
 
 
-def _stage_names(n_stages: int = 5) -> list[str]:
+def _stage_names(n_stages: int) -> list[str]:
     return [f"{what}_s{s}" for s in range(n_stages) for what in ("blocks", "macs", "act")]
-
-
-def _all_names(kernels: tuple[int, ...], n_stages: int) -> tuple[str, ...]:
-    return (COST_NAMES + ("macs", "act_fixed") + tuple(f"macs_dw_k{k}" for k in kernels)
-            + tuple(_stage_names(n_stages)))
-
-
-#: every analytic column any feature set uses (OFA-MobileNetV3; other families: `all_feature_names`)
-ALL_FEATURES: tuple[str, ...] = _all_names((3, 5, 7), 5)
-_A = {name: i for i, name in enumerate(ALL_FEATURES)}
 
 
 @functools.lru_cache(maxsize=16)
 def _shape(family: str) -> tuple[tuple[int, ...], int]:
     """(block kernel sizes, stages) of a family's cost layout: what its feature names depend on."""
-    if family == MBV3:
-        return (3, 5, 7), 5
-    from hwnas.families import get_family
-
-    layout = get_family(family).cost_layout()
+    layout = family_layout(family, None, 1000)
     return tuple(layout.kernels), int(layout.n_stages)
 
 
 @functools.lru_cache(maxsize=16)
-def all_feature_names(family: str = MBV3) -> tuple[str, ...]:
-    """`ALL_FEATURES` of a family (its stages and block kernel sizes)."""
-    return ALL_FEATURES if family == MBV3 else _all_names(*_shape(family))
+def all_feature_names(family: str = DEFAULT_FAMILY) -> tuple[str, ...]:
+    """Every analytic column any feature set of `family` uses (its stages and block kernel sizes)."""
+    kernels, n_stages = _shape(family)
+    return (COST_NAMES + ("macs", "act_fixed") + tuple(f"macs_dw_k{k}" for k in kernels)
+            + tuple(_stage_names(n_stages)))
 
 
 @functools.lru_cache(maxsize=64)
-def feature_names(feature_set: str, family: str = MBV3) -> tuple[str, ...]:
+def feature_names(feature_set: str, family: str = DEFAULT_FAMILY) -> tuple[str, ...]:
     kernels, n_stages = _shape(family)
     stages = _stage_names(n_stages)
     roof = ["macs_pw", "macs_dw", "macs_se", "macs_fixed", "act_bytes", "weight_bytes", "convs"]
@@ -81,57 +71,59 @@ def feature_names(feature_set: str, family: str = MBV3) -> tuple[str, ...]:
     return tuple(names[feature_set])
 
 
-def all_features(m: np.ndarray, width_mult: float, n_classes: int, chunk: int = 20000,
-                 family: str = MBV3) -> np.ndarray:
-    """Every `ALL_FEATURES` column [n, A] of flat rows `m`: exact, vectorised, one pass
-    (another family's: `all_feature_names(family)`, from its cost layout)."""
-    if family != MBV3:
-        return _family_features(m, width_mult, n_classes, family, min(chunk, 5000))
-    gather = analytic_gather(width_mult, n_classes)
-    out = np.empty((len(m), len(ALL_FEATURES)))
-    pw, dw, se = _C["macs_pw"], _C["macs_dw"], _C["macs_se"]
-    for lo in range(0, len(m), chunk):
-        per_slot, fixed = gather.per_slot(m[lo:lo + chunk])
-        block = out[lo:lo + chunk]
-        block[:, :len(COST_NAMES)] = per_slot.sum(axis=1) + fixed
-        block[:, _A["macs"]] = block[:, [pw, dw, se, _C["macs_fixed"]]].sum(axis=1)
-        block[:, _A["act_fixed"]] = fixed[:, _C["act_bytes"]]
-        ks = m[lo:lo + chunk, 1:21]
-        for k in (3, 5, 7):  # depthwise efficiency differs by kernel size on most runtimes
-            block[:, _A[f"macs_dw_k{k}"]] = (per_slot[:, :, dw] * (ks == k)).sum(axis=1)
-        stage = per_slot.reshape(len(per_slot), 5, 4, -1).sum(axis=2)  # [n, 5, C]
-        for s in range(5):
-            block[:, _A[f"blocks_s{s}"]] = stage[:, s, _C["blocks"]]
-            block[:, _A[f"macs_s{s}"]] = stage[:, s, [pw, dw, se]].sum(axis=1)
-            block[:, _A[f"act_s{s}"]] = stage[:, s, _C["act_bytes"]]
+@functools.lru_cache(maxsize=16)
+def _sums(family: str, width_mult: float, n_classes: int) -> tuple:
+    """The family's cost gather, and how `all_features` sums its parts: per stage its blocks, and
+    the parts that are not blocks, each as [(0: switched | 1: always run, a slice where they are
+    consecutive, else their indices)]."""
+    gather = family_cost_gather(family, width_mult, n_classes)
+    parts = gather.layout.parts
+
+    def pick(keep) -> list[tuple[int, slice | np.ndarray]]:
+        out = []
+        for which, members in enumerate((gather.switched, gather.fixed)):
+            at = np.flatnonzero([keep(parts[p]) for p in members])
+            if len(at):
+                out.append((which, slice(int(at[0]), int(at[-1]) + 1) if (np.diff(at) == 1).all() else at))
+        return out
+
+    stages = [pick(lambda p, s=s: p.kind == "block" and p.stage == s) for s in range(gather.layout.n_stages)]
+    return gather, stages, pick(lambda p: p.kind != "block")
+
+
+def _summed(picked: list, gathered: tuple[np.ndarray, np.ndarray], columns) -> np.ndarray | float:
+    """The sum of `columns` over the `picked` parts of a gather's (switched, always run) values."""
+    out: np.ndarray | float = 0.0
+    for which, at in picked:
+        out = out + gathered[which][:, at, columns].sum(axis=1)
     return out
 
 
-def _family_features(m: np.ndarray, width_mult: float, n_classes: int, family: str, chunk: int
-                     ) -> np.ndarray:
-    """`all_features` of another family: its cost layout's parts, gathered (`PartGather`)."""
-    layout = family_layout(family, width_mult, n_classes)
-    gather = family_cost_gather(family, width_mult, n_classes)
+def all_features(m: np.ndarray, width_mult: float, n_classes: int, chunk: int = 20000,
+                 family: str = DEFAULT_FAMILY) -> np.ndarray:
+    """Every `all_feature_names(family)` column [n, A] of flat rows `m`: exact (integer counts),
+    vectorised, one gather over the family's cost layout."""
+    gather, stages, not_blocks = _sums(family, float(width_mult), int(n_classes))
     names = all_feature_names(family)
     at = {name: i for i, name in enumerate(names)}
     n_cost = len(COST_NAMES)
-    fixed = np.array([p.kind != "block" for p in layout.parts])
-    stage_of = np.array([p.stage for p in layout.parts])
-    macs_cols = [_C["macs_pw"], _C["macs_dw"], _C["macs_se"]]
+    macs = [_C["macs_pw"], _C["macs_dw"], _C["macs_se"]]
+    kernels = [at[f"macs_dw_k{k}"] for k in gather.layout.kernels]
+    per_stage = [_C["blocks"]] + macs + [_C["act_bytes"]]
     out = np.empty((len(m), len(names)))
     for lo in range(0, len(m), chunk):
-        per_part = gather.per_part(m[lo:lo + chunk])  # [n, parts, costs + kernels]
+        gathered = gather.gather(m[lo:lo + chunk])  # (switched, always run): [n, parts, costs + kernels]
         block = out[lo:lo + chunk]
-        block[:, :n_cost] = per_part[:, :, :n_cost].sum(axis=1)
-        block[:, at["macs"]] = block[:, macs_cols + [_C["macs_fixed"]]].sum(axis=1)
-        block[:, at["act_fixed"]] = per_part[:, fixed, _C["act_bytes"]].sum(axis=1)
-        for i, k in enumerate(layout.kernels):
-            block[:, at[f"macs_dw_k{k}"]] = per_part[:, :, n_cost + i].sum(axis=1)
-        for s in range(layout.n_stages):
-            stage = per_part[:, stage_of == s].sum(axis=1)  # [n, costs + kernels]
-            block[:, at[f"blocks_s{s}"]] = stage[:, _C["blocks"]]
-            block[:, at[f"macs_s{s}"]] = stage[:, macs_cols].sum(axis=1)
-            block[:, at[f"act_s{s}"]] = stage[:, _C["act_bytes"]]
+        total = gathered[0].sum(axis=1) + gathered[1].sum(axis=1)
+        block[:, :n_cost] = total[:, :n_cost]
+        block[:, at["macs"]] = block[:, macs + [_C["macs_fixed"]]].sum(axis=1)
+        block[:, at["act_fixed"]] = _summed(not_blocks, gathered, _C["act_bytes"])
+        block[:, kernels] = total[:, n_cost:]
+        for s, picked in enumerate(stages):
+            stage = _summed(picked, gathered, per_stage) + np.zeros(5)  # blocks, 3 kinds of MACs, act
+            block[:, at[f"blocks_s{s}"]] = stage[..., 0]
+            block[:, at[f"macs_s{s}"]] = stage[..., 1:4].sum(axis=-1)
+            block[:, at[f"act_s{s}"]] = stage[..., 4]
     return out
 
 
@@ -141,37 +133,27 @@ def _columns(feature_set: str, family: str) -> list[int]:
     return [at[n] for n in feature_names(feature_set, family)]
 
 
-def select_features(allf: np.ndarray, feature_set: str, family: str = MBV3) -> np.ndarray:
+def select_features(allf: np.ndarray, feature_set: str, family: str = DEFAULT_FAMILY) -> np.ndarray:
     """The columns of `feature_set` from an `all_features` matrix."""
-    if family == MBV3:
-        return allf[:, [_A[n] for n in feature_names(feature_set)]]
     return allf[:, _columns(feature_set, family)]
 
 
 def analytic_features(m: np.ndarray, width_mult: float, n_classes: int, feature_set: str = "full",
-                      family: str = MBV3) -> np.ndarray:
+                      family: str = DEFAULT_FAMILY) -> np.ndarray:
     """Exact features [n, F] (`feature_names(feature_set, family)`) of flat rows `m`, vectorised."""
     return select_features(all_features(m, width_mult, n_classes, family=family), feature_set, family)
 
 
 class FeatureCache:
-    """`all_features` of one matrix, computed at most once per (width_mult, n_classes): a hybrid
-    or transfer model and its base share one pass over the rows."""
+    """`all_features` of one matrix, computed at most once per (family, width_mult, n_classes): a
+    hybrid or transfer model and its base share one pass over the rows."""
 
     def __init__(self, m: np.ndarray) -> None:
         self.m = m
-        self._done: dict[tuple[float, int], np.ndarray] = {}
-
-    def get(self, width_mult: float, n_classes: int) -> np.ndarray:
-        key = (float(width_mult), int(n_classes))
-        if key not in self._done:
-            self._done[key] = all_features(self.m, width_mult, n_classes)
-        return self._done[key]
+        self._done: dict[tuple, np.ndarray] = {}
 
     def get_for(self, family: str, width_mult: float, n_classes: int) -> np.ndarray:
-        """`all_features` of the rows as `family`'s (OFA-MobileNetV3: `get`)."""
-        if family == MBV3:
-            return self.get(width_mult, n_classes)
+        """`all_features` of the rows as `family`'s."""
         key = (family, float(width_mult), int(n_classes))
         if key not in self._done:
             self._done[key] = all_features(self.m, width_mult, n_classes, family=family)
@@ -202,7 +184,7 @@ class AnalyticPredictor(LatencyPredictor):
         return out
 
     def __init__(self, features: str = "stage", model: str = "linear", alpha: float = 1e-3, *,
-                 width_mult: float = 1.0, n_classes: int = 1000, family: str = MBV3) -> None:
+                 width_mult: float = 1.0, n_classes: int = 1000, family: str = DEFAULT_FAMILY) -> None:
         super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
         feature_names(features, family)  # validates
         if model not in ("linear", "log"):

@@ -1,8 +1,8 @@
 """What `hwnas latency fit | predict | eval` call: table in, predictor/table/report out.
 
-Tables are CSV (or Parquet) with the flat arch columns ``r, ks_0..ks_19, e_0..e_19, d_0..d_4`` (or
-another family's `flat_columns`, as values: `family=`) and a latency column in milliseconds; other
-columns are ignored. Every user mistake is a one-line
+Tables are CSV (or Parquet) with the family's flat arch columns (`Family.flat_columns`, as values;
+the default family's ``r, ks_0..ks_19, e_0..e_19, d_0..d_4``) and a latency column in milliseconds;
+other columns are ignored. Every user mistake is a one-line
 `TableError`/`InputError` that names the file, row and column.
 """
 
@@ -14,14 +14,15 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from hwnas.errors import ConfigError, InputError, TableError
+from hwnas.errors import InputError, TableError
+from hwnas.families import DEFAULT_FAMILY, Family, family_names, get_family
+from hwnas.families.tables import read_table_frame
 from hwnas.latency.analytic import AnalyticPredictor
 from hwnas.latency.base import LatencyPredictor, load_predictor
-from hwnas.latency.layout import ENTRY_COLUMNS, MBV3
 from hwnas.latency.lut import LookupTablePredictor
 from hwnas.latency.metrics import summary, within
 from hwnas.latency.select import fit_best
-from hwnas.space import FLAT_COLUMNS, SearchSpace, read_arch_table
+from hwnas.run import RunFiles, open_run
 
 __all__ = ["read_latency_table", "fit_from_table", "predict_table", "evaluate_predictor",
            "fit_from_run", "run_family", "LEARNING_CURVE_SIZES"]
@@ -29,11 +30,11 @@ __all__ = ["read_latency_table", "fit_from_table", "predict_table", "evaluate_pr
 LEARNING_CURVE_SIZES = (10, 20, 50, 100, 200, 500)
 
 
-def _target(df, column: str, source: str) -> np.ndarray:
+def _target(df, column: str, source: str, family: Family) -> np.ndarray:
     import pandas as pd
 
     if column not in df.columns:
-        shown = [c for c in df.columns if c not in FLAT_COLUMNS][:8]
+        shown = [c for c in df.columns if c not in family.flat_columns()][:8]
         raise TableError(f"{source} has no latency column {column!r}; its other columns: "
                          f"{', '.join(map(str, shown)) or 'none'}")
     raw = df[column]
@@ -50,24 +51,18 @@ def _family_name(family) -> str:
     return family if isinstance(family, str) else family.name
 
 
-def read_latency_table(path, target_column: str, width_mult: float = 1.0, family: str = MBV3
+def read_latency_table(path, target_column: str, width_mult: float = 1.0, family: str = DEFAULT_FAMILY
                        ) -> tuple[np.ndarray, np.ndarray, Any]:
-    """(arch matrix int64 [n, 46] (another family's: its canonical flat rows), latencies ms [n],
-    the full DataFrame) of a measured table: a CSV/Parquet path, or a DataFrame already read."""
-    from hwnas.space import archs_from_frame, read_table_frame
-
-    family = _family_name(family)
+    """(the family's canonical flat rows, int64 [n, columns] (`Family.table_codes`), latencies ms
+    [n], the full DataFrame) of a measured table: a CSV/Parquet path, or a DataFrame already read.
+    `width_mult` is the rows' network width; the rows themselves do not depend on it."""
+    fam = get_family(_family_name(family))
     source = str(path) if isinstance(path, (str, Path)) else "the measurements"
     df = read_table_frame(path) if isinstance(path, (str, Path)) else path
-    if family != MBV3:
-        from hwnas.families import get_family
-
-        m = get_family(family).table_codes(df, source)
-    else:
-        m = SearchSpace.to_matrix(archs_from_frame(df, w=width_mult, source=source)).astype(np.int64)
+    m = fam.table_codes(df, source)
     if not len(m):
         raise TableError(f"table {source} has no rows")
-    return m.astype(np.int64), _target(df, target_column, source), df
+    return m.astype(np.int64), _target(df, target_column, source, fam), df
 
 
 def evaluate_run(run_dir: str | Path, device: str, target: str = "corrected_ms", **settings: Any
@@ -75,7 +70,6 @@ def evaluate_run(run_dir: str | Path, device: str, target: str = "corrected_ms",
     """`evaluate_predictor` on a run's subnet measurements of `device` (its family, width and
     classes; `settings` as there)."""
     from hwnas.profiling.store import read_measurements
-    from hwnas.run import open_run
 
     run = open_run(run_dir, create=False)
     df = read_measurements(run_dir, device=device, kind="subnet")
@@ -92,7 +86,7 @@ def _load_base(base: str | Path | LatencyPredictor | None) -> LatencyPredictor |
     return load_predictor(base)
 
 
-def _load_entries(entries: str | Path | None, width_mult: float, n_classes: int, family: str = MBV3
+def _load_entries(entries: str | Path | None, width_mult: float, n_classes: int, family: str = DEFAULT_FAMILY
                   ) -> LookupTablePredictor | None:
     if entries is None:
         return None
@@ -110,7 +104,7 @@ def fit_from_table(table_csv: str | Path, target_column: str, out_json: str | Pa
                    width_mult: float = 1.0, n_classes: int = 1000,
                    base: str | Path | LatencyPredictor | None = None,
                    kinds: Iterable[str] | None = None, entries: str | Path | None = None,
-                   device: str = "", folds: int | None = None, seed: int = 0, family: str = MBV3
+                   device: str = "", folds: int | None = None, seed: int = 0, family: str = DEFAULT_FAMILY
                    ) -> tuple[LatencyPredictor, dict[str, Any]]:
     """Fit the best predictor (by cross-validation, `fit_best`) to a measured table of `family`'s
     subnets; save it.
@@ -136,17 +130,9 @@ def predict_table(predictor_json: str | Path, in_csv: str | Path, out_csv: str |
     from hwnas.fileio import atomic_path
 
     pred = load_predictor(predictor_json)
-    if pred.meta.family != MBV3:
-        from hwnas.families import get_family
-        from hwnas.space import read_table_frame
-
-        df = read_table_frame(in_csv).copy()
-        m = get_family(pred.meta.family).table_codes(df, str(in_csv))
-        df[column] = pred.predict(m) if len(m) else []
-    else:
-        archs, df = read_arch_table(in_csv, w=pred.meta.width_mult)
-        df = df.copy()
-        df[column] = pred.predict(SearchSpace.to_matrix(archs)) if archs else []
+    df = read_table_frame(in_csv).copy()
+    m = get_family(pred.meta.family).table_codes(df, str(in_csv))
+    df[column] = pred.predict(m) if len(m) else []
     out = Path(out_csv)
     with atomic_path(out, suffix=out.suffix) as tmp:
         if out.suffix == ".parquet":
@@ -157,7 +143,7 @@ def predict_table(predictor_json: str | Path, in_csv: str | Path, out_csv: str |
 
 
 def _fit(kind: str | None, m: np.ndarray, y: np.ndarray, width_mult: float, n_classes: int,
-         base: LatencyPredictor | None, seed: int, family: str = MBV3) -> LatencyPredictor:
+         base: LatencyPredictor | None, seed: int, family: str = DEFAULT_FAMILY) -> LatencyPredictor:
     kinds = None if kind is None else [kind]
     return fit_best(m, y, kinds=kinds, width_mult=width_mult, n_classes=n_classes, base=base,
                     seed=seed, family=family)[0]
@@ -169,7 +155,7 @@ def evaluate_predictor(table_csv, target_column: str, *,
                        repeats: int = 1, repeat_column: str | None = None,
                        base: str | Path | LatencyPredictor | None = None, width_mult: float = 1.0,
                        n_classes: int = 1000, seed: int = 0, out_json: str | Path | None = None,
-                       family: str = MBV3) -> dict[str, Any]:
+                       family: str = DEFAULT_FAMILY) -> dict[str, Any]:
     """Held-out accuracy of latency prediction on a measured table (a path or a DataFrame).
 
     - With `predictor_json`: that predictor's metrics on every row of the table (``heldout``).
@@ -192,11 +178,9 @@ def evaluate_predictor(table_csv, target_column: str, *,
     base_pred = _load_base(base)
     source = str(table_csv) if isinstance(table_csv, (str, Path)) else "the run's measurements"
     report: dict[str, Any] = {"table": source, "target": target_column, "rows": int(len(y)),
-                              "width_mult": width_mult, "n_classes": n_classes, "seed": seed}
-    if family != MBV3:
-        report["family"] = family
+                              "width_mult": width_mult, "n_classes": n_classes, "seed": seed, "family": family}
     if repeat_column is not None:
-        y2 = _target(df, repeat_column, source)
+        y2 = _target(df, repeat_column, source, get_family(family))
         report["repeatability"] = {"column": repeat_column, "within_5": within(y2, y, 0.05),
                                    "within_10": within(y2, y, 0.10), **{
                                        k: v for k, v in summary(y2, y).items()
@@ -240,15 +224,15 @@ def _mean_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _block_entries(blocks, target: str, columns: Sequence[str] = ENTRY_COLUMNS):
+def _block_entries(blocks, target: str, columns: Sequence[str]):
     """Entries table (`columns` + target) from block rows, or None when they describe none."""
     import json
 
     import pandas as pd
 
-    ENTRY_COLUMNS = tuple(columns)  # noqa: N806 (the family's entry columns)
-    if all(c in blocks.columns for c in ENTRY_COLUMNS):
-        return blocks[list(ENTRY_COLUMNS) + [target]]
+    columns = list(columns)
+    if all(c in blocks.columns for c in columns):
+        return blocks[columns + [target]]
     if "block" not in blocks.columns:
         return None
     rows = []
@@ -257,49 +241,29 @@ def _block_entries(blocks, target: str, columns: Sequence[str] = ENTRY_COLUMNS):
             desc = json.loads(text) if isinstance(text, str) else dict(text)
         except (ValueError, TypeError):
             continue
-        if isinstance(desc, dict) and all(c in desc for c in ENTRY_COLUMNS):
-            rows.append({**{c: desc[c] for c in ENTRY_COLUMNS}, target: ms})
+        if isinstance(desc, dict) and all(c in desc for c in columns):
+            rows.append({**{c: desc[c] for c in columns}, target: ms})
     return pd.DataFrame(rows) if rows else None
 
 
+def _open_run(run_dir: str | Path):
+    """The run's `RunConfig` (`hwnas.run.open_run`), or None for a folder without a config (a
+    measurement store copied alone)."""
+    return open_run(run_dir, create=False) if RunFiles(Path(run_dir)).config.exists() else None
+
+
+def _columns_family(df) -> str:
+    """The family whose flat columns the measurements `df` hold (the most columns wins; none, or
+    no `df`: the default family, which stores written before families hold)."""
+    fits = [(len(get_family(f).flat_columns()), f) for f in family_names()
+            if df is not None and all(c in df.columns for c in get_family(f).flat_columns())]
+    return max(fits)[1] if fits else DEFAULT_FAMILY
+
+
 def run_family(run_dir: str | Path, df=None) -> str:
-    """The family of a run: its config's (runs made before families: OFA-MobileNetV3), else, with no
-    config, the family whose flat columns the measurements `df` hold (the most columns wins)."""
-    from hwnas.families import family_names, get_family
-
-    raw = _raw_run_config(run_dir)
-    if raw is not None:
-        return str(raw.get("family", MBV3))
-    if df is not None:
-        fits = [(len(get_family(f).flat_columns()), f) for f in family_names()
-                if all(c in df.columns for c in get_family(f).flat_columns())]
-        if fits:
-            return max(fits)[1]
-    return MBV3
-
-
-def _run_width(run_dir: str | Path, family: str) -> float:
-    """The width multiplier of a run's space (its config), else the family's default."""
-    from hwnas.families import get_family
-
-    try:
-        return float(_raw_run_config(run_dir)["space"]["width_mult"])
-    except (KeyError, TypeError, ValueError):
-        return get_family(family).default_width
-
-
-def _raw_run_config(run_dir: str | Path) -> dict[str, Any] | None:
-    """A run's config.yaml as a mapping, or None where it is missing or unreadable (the callers
-    then infer what they need; `hwnas.run.open_run` is what reports a broken config)."""
-    from hwnas.fileio import parse_yaml
-    from hwnas.run import RunFiles
-
-    path = RunFiles(Path(run_dir)).config
-    try:
-        raw = parse_yaml(path.read_text(), f"run config {path}") if path.exists() else None
-    except (ConfigError, OSError, UnicodeDecodeError):
-        return None
-    return raw if isinstance(raw, dict) else None
+    """The family of a run: its config's, else (no config) the one of its measurements `df`."""
+    run = _open_run(run_dir)
+    return run.family.name if run is not None else _columns_family(df)
 
 
 def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | None = None,
@@ -310,16 +274,17 @@ def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | Non
     """Fit `device`'s latency predictor from a run's measurement store; save it.
 
     `family`: the run's search-space family (default: its config's, else the family whose flat
-    columns the store holds; stores written before families are OFA-MobileNetV3's).
+    columns the store holds; stores written before families are the default family's).
 
     Reads ``hwnas.profiling.store.read_measurements(run_dir, device=device)``: a DataFrame with the
     flat arch columns, ``device``, ``kind`` ("subnet" | "block" | "model"), ``corrected_ms`` and
     ``median_ms``. Subnet rows are the training table (repeated measurements of one arch are
-    merged by their median). Block rows that describe a lookup-table entry (part, stage, j, in_ch,
-    k, e, size: as columns, or as keys of the JSON ``block`` column) become a lookup table, which
+    merged by their median). Block rows that describe a lookup-table entry (the cost layout's
+    `entry_columns`: as columns, or as keys of the JSON ``block`` column) become a lookup table, which
     joins the candidates, calibrated on the subnets. Other rows are ignored.
-    Default output: ``<run_dir>/predictors/latency-<device>.json``. `width_mult` defaults to the
-    run's (a ``width_mult`` column) or 1.0."""
+    Default output: the run's ``predictors/latency-<device>.json`` (`RunFiles.latency_predictor`).
+    `width_mult` defaults to the store's (a ``width_mult`` column), else the run's, else the
+    family's default."""
     try:
         store = importlib.import_module("hwnas.profiling.store")
     except ModuleNotFoundError:
@@ -333,33 +298,25 @@ def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | Non
         df = df[df["device"] == device]
     if target not in df.columns:
         raise TableError(f"the measurements of run {run_dir} have no column {target!r}")
-    family = _family_name(family) if family is not None else run_family(run_dir, df)
+    run = _open_run(run_dir)
+    family = (_family_name(family) if family is not None else run.family.name if run is not None
+              else _columns_family(df))
+    fam = get_family(family)
     if width_mult is None:
-        width_mult = (float(df["width_mult"].iloc[0]) if "width_mult" in df.columns else 1.0 if family == MBV3
-                      else _run_width(run_dir, family))
+        width_mult = (float(df["width_mult"].iloc[0]) if "width_mult" in df.columns
+                      else run.space.width_mult if run is not None else fam.default_width)
     kinds_col = df["kind"].astype(str) if "kind" in df.columns else None
     subnets = df if kinds_col is None else df[kinds_col == "subnet"]
     blocks = None if kinds_col is None else df[kinds_col == "block"]
     if len(subnets) == 0:
         raise InputError(f"run {run_dir} has block measurements but no whole subnets for device "
                          f"{device!r}; profile some subnets (a lookup table is calibrated on them)")
-    from hwnas.space import archs_from_frame
-
     source = f"measurements of {run_dir} ({device})"
-    _target(subnets, target, source)
-    entry_columns: Sequence[str] = ENTRY_COLUMNS
-    if family == MBV3:
-        grouped = subnets.groupby(list(FLAT_COLUMNS), as_index=False, sort=False)[target].median()
-        archs = archs_from_frame(grouped, w=width_mult, source=source)
-        m = SearchSpace.to_matrix(archs).astype(np.int64)
-    else:
-        from hwnas.families import get_family
-
-        fam = get_family(family)
-        grouped = subnets.groupby(list(fam.flat_columns()), as_index=False, sort=False)[target].median()
-        m = fam.table_codes(grouped, source)
-        entry_columns = fam.cost_layout(width_mult, n_classes).entry_columns
-    y = _target(grouped, target, source)
+    _target(subnets, target, source, fam)
+    grouped = subnets.groupby(list(fam.flat_columns()), as_index=False, sort=False)[target].median()
+    m = fam.table_codes(grouped, source)
+    entry_columns = fam.cost_layout(width_mult, n_classes).entry_columns
+    y = _target(grouped, target, source, fam)
     entries_lut = None
     entries = _block_entries(blocks, target, entry_columns) if blocks is not None and len(blocks) else None
     if entries is not None:
@@ -372,7 +329,7 @@ def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | Non
                             device=device, target=target, family=family)
     pred.meta.notes.update(run=str(run_dir), block_entries=0 if entries_lut is None else
                            int(entries_lut.meta.notes.get("entries", 0)))
-    out = Path(out_json) if out_json is not None else Path(run_dir) / "predictors" / f"latency-{device}.json"
+    out = Path(out_json) if out_json is not None else RunFiles(Path(run_dir)).latency_predictor(device)
     pred.save(out)
     report["path"] = str(out)
     return pred, report

@@ -1,8 +1,7 @@
 """`LatencyPredictor`: the small base every latency predictor implements, and its file format.
 
 A predictor maps subnets to milliseconds on one device: ``fit(archs, ms)``, ``predict(archs)``
-(vectorised: a list of `Arch` or the [n, 46] int matrix of `SearchSpace.to_matrix`; for another
-family, named in ``meta.family``, its `GeneArch` or its flat int matrix), ``save`` and
+(vectorised: a list of archs or the flat int matrix of the family named in ``meta.family``), ``save`` and
 `load_predictor`. Subclasses implement `_fit`/`_predict` on int64 matrices and `_state`/`_from_state`.
 
 File format (never pickle): ``PRED.json`` holds the kind, hyperparameters, metadata and every
@@ -30,15 +29,15 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence, TypeVar
 import numpy as np
 
 from hwnas.errors import CheckpointError, InputError
+from hwnas.families import DEFAULT_FAMILY
 from hwnas.fileio import read_npz
-from hwnas.space import Arch
 
 __all__ = ["LatencyPredictor", "PredictorMeta", "ArchLike", "register", "predictor_class",
            "predictor_kinds", "load_predictor", "family_matrix", "FORMAT", "VERSION"]
 
 FORMAT = "hwnas-latency-predictor"
 VERSION = 1
-ArchLike = Sequence[Arch] | np.ndarray
+ArchLike = Sequence[Any] | np.ndarray  # archs of the predictor's family, or their flat int rows
 P = TypeVar("P", bound="LatencyPredictor")
 _REGISTRY: dict[str, type[LatencyPredictor]] = {}
 
@@ -81,7 +80,7 @@ class PredictorMeta:
     candidate (`hwnas.latency.select`), when it was chosen by `fit_best`."""
 
     device: str = ""
-    family: str = "ofa-mbv3"  # the search-space family of the rows (files without one: ofa-mbv3)
+    family: str = DEFAULT_FAMILY  # the search-space family of the rows (files without one: the default)
     width_mult: float = 1.0
     n_classes: int = 1000
     target: str = "ms"  # the column / quantity it learned (e.g. corrected_ms)
@@ -141,8 +140,8 @@ def single_thread() -> Iterator[None]:
 
 
 class LatencyPredictor(ABC):
-    """Predicts one device's latency (ms) of one family's subnets (`meta.family`, default
-    OFA-MobileNetV3): rows are that family's flat int matrix."""
+    """Predicts one device's latency (ms) of one family's subnets (`meta.family`): rows are that
+    family's flat int matrix."""
 
     kind: ClassVar[str]
     #: fewest rows `fit` accepts
@@ -158,7 +157,7 @@ class LatencyPredictor(ABC):
         family."""
         return []
 
-    def __init__(self, *, width_mult: float = 1.0, n_classes: int = 1000, family: str = "ofa-mbv3") -> None:
+    def __init__(self, *, width_mult: float = 1.0, n_classes: int = 1000, family: str = DEFAULT_FAMILY) -> None:
         self.meta = PredictorMeta(family=str(family), width_mult=float(width_mult), n_classes=int(n_classes))
         self._fitted = False
 
@@ -179,18 +178,7 @@ class LatencyPredictor(ABC):
 
     # -- fit / predict -------------------------------------------------------------------
     def _matrix(self, archs: ArchLike) -> np.ndarray:
-        from hwnas.latency.layout import MBV3, as_matrix
-
-        if self.meta.family != MBV3:
-            return family_matrix(self.meta.family, archs, self.meta.width_mult)
-
-        if not isinstance(archs, np.ndarray):
-            archs = list(archs)
-            widths = {a.w for a in archs if isinstance(a, Arch)}
-            if widths - {self.meta.width_mult}:
-                raise InputError(f"archs have width multiplier {sorted(widths)} but this predictor "
-                                 f"is for width_mult={self.meta.width_mult}")
-        return as_matrix(archs)
+        return family_matrix(self.meta.family, archs, self.meta.width_mult)
 
     def fit(self: P, archs: ArchLike, ms: Any) -> P:
         """Fit to measured latencies `ms` (milliseconds, one per arch); returns self."""
@@ -217,8 +205,8 @@ class LatencyPredictor(ABC):
 
     @abstractmethod
     def _fit(self, m: np.ndarray, y: np.ndarray) -> None:
-        """Fit on flat rows `m` (int64 [n, 46]; another family's: its canonical flat rows) and
-        positive latencies `y`."""
+        """Fit on the family's flat rows `m` (int64, `Family.check_model_rows`) and positive
+        latencies `y`."""
 
     @abstractmethod
     def _predict(self, m: np.ndarray) -> np.ndarray:
@@ -300,22 +288,22 @@ class LatencyPredictor(ABC):
 
 
 def family_matrix(family: str, archs: ArchLike, width_mult: float) -> np.ndarray:
-    """Canonical int64 flat rows of `family` from its int matrix or a list of its archs."""
+    """`family`'s int64 flat rows (`Family.check_model_rows`) from its int matrix or a list of its
+    archs (each at `width_mult`)."""
     from hwnas.families import get_family
-    from hwnas.families.base import GeneArch
 
     fam = get_family(family)
     if not isinstance(archs, np.ndarray):
         archs = list(archs)
         for a in archs:
-            if not isinstance(a, GeneArch) or a.family_name != fam.name:
-                what = a.family_name if isinstance(a, GeneArch) else type(a).__name__
+            if getattr(a, "family_name", None) != fam.name:
+                what = getattr(a, "family_name", None) or type(a).__name__
                 raise InputError(f"this predictor is for {fam.name} subnets, got a {what} arch")
             if abs(a.w - width_mult) > 1e-9:
                 raise InputError(f"archs have width multiplier {a.w} but this predictor is for "
                                  f"width_mult={width_mult}")
         archs = np.asarray([a.to_row() for a in archs], dtype=np.int64).reshape(-1, len(fam.flat_columns()))
-    return fam.canonical(fam.check_rows(np.asarray(archs)))
+    return fam.check_model_rows(archs)
 
 
 # -- nested predictors ---------------------------------------------------------------------------

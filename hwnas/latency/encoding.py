@@ -1,107 +1,118 @@
 """Architecture encoding for the learned latency models (MLP, residual ridge).
 
-Per slot, one-hot kernel and expand masked by "slot used" (an unused slot is all zero, so configs
-that build the same network encode the same), one-hot depth per stage, and the standardised
-resolution and its square. The choice lists are taken from the training rows and saved with the
-predictor, so a model never depends on a `SearchSpace` object being around at load time.
+Per gene, one-hot over its choices, all zero where the gene does not change the network (so
+configs that build the same network encode the same); then the standardised resolution and its
+square. Two layouts, both read from the family (`Family.gene_groups`, `active_mask`,
+`slot_layout`), so a model never needs a space object at load time:
+
+- *by gene* (every family but the first): the genes in flat-column order over every choice of the
+  family (`FamilySpace.encode`'s one-hots), saved as the family's name and the resolution's scale;
+- *by slot* (the family that `predates_families`, as its models were first fitted): each slot's
+  genes, slot after slot, then the genes no slot owns (its depths), over the choices the training
+  rows hold; saved as those choices per gene group (``ks``, ``es``, ``ds``) and the scale.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from hwnas.latency.layout import used_mask
-from hwnas.space import N_SLOTS
+__all__ = ["GeneEncoder", "encoder_from_dict"]
 
-__all__ = ["ArchEncoder", "FamilyEncoder", "encoder_from_dict"]
+#: the saved names of the by-slot encoding's choices, one per gene group (its first models')
+SLOT_CHOICE_KEYS = ("ks", "es", "ds")
 
 
-@dataclass
-class ArchEncoder:
-    ks: tuple[int, ...] = (3, 5, 7)
-    es: tuple[int, ...] = (3, 4, 6)
-    ds: tuple[int, ...] = (2, 3, 4)
-    r_center: float = 176.0
-    r_scale: float = 28.0
+class GeneEncoder:
+    """One-hot genes + standardised r and r^2 of one family's flat rows (see the module docstring).
+
+    `choices` (by slot only): the codes each gene group is one-hot over; None: every choice of the
+    family, genes in flat-column order."""
+
+    def __init__(self, family: str, choices: Sequence[Sequence[int]] | None = None,
+                 r_center: float = 176.0, r_scale: float = 28.0) -> None:
+        from hwnas.families import get_family
+
+        self.family, self.r_center, self.r_scale = family, float(r_center), float(r_scale)
+        fam = self._fam = get_family(family)
+        groups = fam.gene_groups()
+        if choices is None:
+            self.choices = None
+            order = list(range(1, 1 + len(fam.gene_columns())))
+            codes = [g.to_codes(g.choices) for g in groups]
+        else:
+            self.choices = tuple(tuple(int(v) for v in c) for c in choices)
+            owned = [c for s in fam.slot_layout().slots for c in s.genes]
+            order = owned + [c for c in range(1, 1 + len(fam.gene_columns())) if c not in set(owned)]
+            codes = [list(c) for c in self.choices]
+        # per gene group: its genes' flat columns and where each gene's one-hot starts, in `order`
+        group_of = {c: i for i, sl in enumerate(fam.group_slices().values()) for c in range(sl.start, sl.stop)}
+        starts, at = {}, 0
+        for c in order:
+            starts[c] = at
+            at += len(codes[group_of[c]])
+        self._groups = []
+        for i, sl in enumerate(fam.group_slices().values()):
+            first = np.array([starts[c] for c in range(sl.start, sl.stop)])
+            step = np.unique(np.diff(first))
+            # evenly spaced (both layouts of the built-in families): written through a strided view
+            where = int(step[0]) if len(step) == 1 else (first[:, None] + np.arange(len(codes[i]))).ravel()
+            self._groups.append((sl, np.asarray(codes[i], dtype=np.int64), int(first[0]), where))
+        self.width = at + 2
 
     @classmethod
-    def from_rows(cls, m: np.ndarray) -> ArchEncoder:
-        used = used_mask(m)
-        r = m[:, 0].astype(np.float64)
-        return cls(tuple(int(v) for v in np.unique(m[:, 1:21][used])),
-                   tuple(int(v) for v in np.unique(m[:, 21:41][used])),
-                   tuple(int(v) for v in np.unique(m[:, 41:46])),
-                   float(r.mean()), float(max(r.std(), 1.0)))
+    def from_rows(cls, family: str, m: np.ndarray) -> GeneEncoder:
+        """The family's encoder with r's scale (and, by slot, the choices) of training rows `m`."""
+        from hwnas.families import get_family
 
-    @property
-    def width(self) -> int:
-        return N_SLOTS * (len(self.ks) + len(self.es)) + 5 * len(self.ds) + 2
+        fam = get_family(family)
+        r = m[:, 0].astype(np.float64)
+        choices = None
+        if fam.predates_families:  # its models keep the encoding they were first fitted with
+            active = fam.active_mask(m)
+            choices = [np.unique(m[:, sl][active[:, sl.start - 1:sl.stop - 1]])
+                       for sl in fam.group_slices().values()]
+        return cls(family, choices, float(r.mean()), float(max(r.std(), 1.0)))
+
+    @classmethod
+    def initial(cls, family: str) -> GeneEncoder:
+        """An unfitted model's encoder: every choice of the family."""
+        from hwnas.families import get_family
+
+        fam = get_family(family)
+        if not fam.predates_families:
+            return cls(family)
+        return cls(family, [g.to_codes(g.choices) for g in fam.gene_groups()])
 
     def __call__(self, m: np.ndarray) -> np.ndarray:
-        n, nk, ne = len(m), len(self.ks), len(self.es)
-        used = used_mask(m)
-        out = np.zeros((n, self.width), dtype=np.float64)
-        per_slot = out[:, :N_SLOTS * (nk + ne)].reshape(n, N_SLOTS, nk + ne)  # a view
-        for i, k in enumerate(self.ks):
-            per_slot[:, :, i] = (m[:, 1:21] == k) & used
-        for i, e in enumerate(self.es):
-            per_slot[:, :, nk + i] = (m[:, 21:41] == e) & used
-        base = N_SLOTS * (nk + ne)
-        for i, d in enumerate(self.ds):
-            out[:, base + i:base + 5 * len(self.ds):len(self.ds)] = m[:, 41:46] == d
+        m = np.asarray(m)
+        active = self._fam.active_mask(m)
+        out = np.zeros((len(m), self.width), dtype=np.float64)
+        for sl, codes, first, where in self._groups:
+            genes, act = m[:, sl], active[:, sl.start - 1:sl.stop - 1]
+            if isinstance(where, int):  # gene i's one-hot starts at first + i * where: a strided view
+                hot = np.lib.stride_tricks.as_strided(out[:, first:], (len(m), sl.stop - sl.start, len(codes)),
+                                                      (out.strides[0], where * out.strides[1], out.strides[1]),
+                                                      writeable=True)
+                for j, code in enumerate(codes):  # one choice at a time: [n, genes] operands
+                    hot[:, :, j] = (genes == code) & act
+            else:
+                out[:, where] = ((genes[:, :, None] == codes) & act[:, :, None]).reshape(len(m), -1)
         r = (m[:, 0].astype(np.float64) - self.r_center) / self.r_scale
         out[:, -2], out[:, -1] = r, r**2
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ks": list(self.ks), "es": list(self.es), "ds": list(self.ds),
-                "r_center": self.r_center, "r_scale": self.r_scale}
-
-    @classmethod
-    def from_dict(cls, obj: Mapping[str, Any]) -> ArchEncoder:
-        return cls(tuple(int(v) for v in obj["ks"]), tuple(int(v) for v in obj["es"]),
-                   tuple(int(v) for v in obj["ds"]), float(obj["r_center"]), float(obj["r_scale"]))
+        scale = {"r_center": self.r_center, "r_scale": self.r_scale}
+        if self.choices is None:
+            return {"family": self.family, **scale}
+        return {**{k: list(c) for k, c in zip(SLOT_CHOICE_KEYS, self.choices)}, **scale}
 
 
-class FamilyEncoder:
-    """The learned models' encoding of another family's rows: its space's one-hot encoding over
-    every choice of the family (`FamilySpace.encode`: per gene, all zero when the gene does not
-    change the network), then the standardised resolution and its square. Saved as the family's
-    name and the resolution's scale, so loading needs no space object."""
-
-    def __init__(self, family: str, r_center: float = 176.0, r_scale: float = 28.0) -> None:
-        from hwnas.families import get_family
-        from hwnas.families.space import FamilySpace
-
-        self.family, self.r_center, self.r_scale = family, float(r_center), float(r_scale)
-        fam = get_family(family)
-        # every choice; r's one-hot (the last column, one dummy resolution) is dropped
-        self.space = FamilySpace(fam, tuple(g.choices for g in fam.gene_groups()), (1,), fam.default_width)
-        self.width = sum(g.count * len(g.choices) for g in fam.gene_groups()) + 2
-
-    @classmethod
-    def from_rows(cls, family: str, m: np.ndarray) -> FamilyEncoder:
-        r = m[:, 0].astype(np.float64)
-        return cls(family, float(r.mean()), float(max(r.std(), 1.0)))
-
-    def __call__(self, m: np.ndarray) -> np.ndarray:
-        genes = self.space.encode(np.asarray(m))[:, :-1].astype(np.float64)
-        r = (m[:, 0].astype(np.float64) - self.r_center) / self.r_scale
-        return np.concatenate([genes, r[:, None], (r**2)[:, None]], axis=1)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"family": self.family, "r_center": self.r_center, "r_scale": self.r_scale}
-
-    @classmethod
-    def from_dict(cls, obj: Mapping[str, Any]) -> FamilyEncoder:
-        return cls(str(obj["family"]), float(obj["r_center"]), float(obj["r_scale"]))
-
-
-def encoder_from_dict(obj: Mapping[str, Any]):
-    """An `ArchEncoder` or `FamilyEncoder` from its saved dict."""
-    if "family" in obj and obj["family"] != "ofa-mbv3":
-        return FamilyEncoder.from_dict(obj)
-    return ArchEncoder.from_dict(obj)
+def encoder_from_dict(obj: Mapping[str, Any], family: str) -> GeneEncoder:
+    """The `GeneEncoder` a predictor of `family` saved (`GeneEncoder.to_dict`)."""
+    scale = float(obj["r_center"]), float(obj["r_scale"])
+    if "family" in obj:
+        return GeneEncoder(str(obj["family"]), None, *scale)
+    return GeneEncoder(family, [obj[k] for k in SLOT_CHOICE_KEYS], *scale)

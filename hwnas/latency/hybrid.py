@@ -18,6 +18,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from hwnas.errors import InputError
+from hwnas.families import DEFAULT_FAMILY
 from hwnas.latency.analytic import FeatureCache
 from hwnas.latency._solvers import ridge_fit, ridge_loo_alpha
 from hwnas.latency.base import (LatencyPredictor, load_nested, nested_state, predictor_class,
@@ -31,7 +32,7 @@ AUTO = "auto"
 
 
 def _spec(base: LatencyPredictor | Mapping[str, Any] | str, width_mult: float, n_classes: int,
-          family: str = "ofa-mbv3") -> LatencyPredictor | None:
+          family: str = DEFAULT_FAMILY) -> LatencyPredictor | None:
     if base == AUTO:
         return None
     if isinstance(base, LatencyPredictor):
@@ -68,7 +69,7 @@ class HybridPredictor(LatencyPredictor):
 
     def __init__(self, base: LatencyPredictor | Mapping[str, Any] | str = AUTO,
                  residual: str = "ridge", *, width_mult: float = 1.0, n_classes: int = 1000,
-                 family: str = "ofa-mbv3") -> None:
+                 family: str = DEFAULT_FAMILY) -> None:
         super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
         if residual not in ("ridge", "mlp"):
             raise InputError(f"unknown residual model {residual!r}; use 'ridge' or 'mlp'")

@@ -1,7 +1,7 @@
 """Learned latency model: a small MLP ensemble on the architecture encoding (+ log analytic costs).
 
 Input (`InputScaler`): the standardised log of the exact analytic costs (MACs by operator type,
-bytes, layers, per-stage blocks/MACs/bytes) plus down-weighted `ArchEncoder` one-hots, so the
+bytes, layers, per-stage blocks/MACs/bytes) plus down-weighted `GeneEncoder` one-hots, so the
 network starts from good inductive bias rather than learning "more MACs = slower" from scratch. Target: standardised log-latency (relative errors).
 Trained in plain numpy (full-batch AdamW, cosine schedule, the ensemble batched); the weights are
 saved as arrays, never pickled.
@@ -14,10 +14,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from hwnas.errors import InputError
+from hwnas.families import DEFAULT_FAMILY
 from hwnas.latency.analytic import FeatureCache, cached_features, feature_names, select_features
 from hwnas.latency.base import LatencyPredictor, PredictorMeta, register
-from hwnas.latency.encoding import ArchEncoder, FamilyEncoder, encoder_from_dict
-from hwnas.latency.layout import MBV3
+from hwnas.latency.encoding import GeneEncoder, encoder_from_dict
 
 __all__ = ["MLPPredictor", "train_mlp", "mlp_forward"]
 
@@ -138,10 +138,10 @@ class InputScaler:
 
     ENCODING_WEIGHT = 0.25
 
-    def __init__(self, width_mult: float, n_classes: int, family: str = MBV3) -> None:
+    def __init__(self, width_mult: float, n_classes: int, family: str = DEFAULT_FAMILY) -> None:
         self.width_mult, self.n_classes, self.family = width_mult, n_classes, family
         self.meta = PredictorMeta(family=family, width_mult=float(width_mult), n_classes=int(n_classes))
-        self.encoder = ArchEncoder() if family == MBV3 else FamilyEncoder(family)
+        self.encoder = GeneEncoder.initial(family)
         self.center = np.zeros(0)
         self.scale = np.zeros(0)
 
@@ -153,8 +153,7 @@ class InputScaler:
         return np.concatenate([self.encoder(m), self._costs(m, cache)], axis=1)
 
     def fit(self, m: np.ndarray) -> np.ndarray:
-        self.encoder = (ArchEncoder.from_rows(m) if self.family == MBV3
-                        else FamilyEncoder.from_rows(self.family, m))
+        self.encoder = GeneEncoder.from_rows(self.family, m)
         raw = self._raw(m)
         width = self.encoder.width
         self.center = raw.mean(axis=0)
@@ -190,7 +189,7 @@ class InputScaler:
         return {"encoder": self.encoder.to_dict()}, {"x_center": self.center, "x_scale": self.scale}
 
     def load(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        self.encoder = encoder_from_dict(state["encoder"])
+        self.encoder = encoder_from_dict(state["encoder"], self.family)
         self.center = np.asarray(arrays["x_center"], dtype=np.float64)
         self.scale = np.asarray(arrays["x_scale"], dtype=np.float64)
         if len(self.center) != self.encoder.width + len(feature_names("full", self.family)):
@@ -210,7 +209,8 @@ class MLPPredictor(LatencyPredictor):
     min_rows = 10
 
     def __init__(self, hidden: int = 64, layers: int = 2, epochs: int = 500, weight_decay: float = 1e-3,
-                 seeds: int = 3, *, width_mult: float = 1.0, n_classes: int = 1000, family: str = MBV3) -> None:
+                 seeds: int = 3, *, width_mult: float = 1.0, n_classes: int = 1000,
+                 family: str = DEFAULT_FAMILY) -> None:
         super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
         if hidden < 1 or layers < 1 or epochs < 1 or seeds < 1:
             raise InputError("MLP hidden, layers, epochs and seeds must be positive")

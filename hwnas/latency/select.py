@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from hwnas.errors import InputError
+from hwnas.families import DEFAULT_FAMILY
 from hwnas.latency.base import ArchLike, LatencyPredictor, candidate_classes, check_targets, predictor_kinds
 from hwnas.latency.lut import LookupTablePredictor
 from hwnas.latency.metrics import summary
@@ -37,7 +38,7 @@ def candidate_kinds() -> tuple[str, ...]:
 
 def default_candidates(n_rows: int, *, kinds: Iterable[str] | None = None, width_mult: float = 1.0,
                        n_classes: int = 1000, base: LatencyPredictor | None = None,
-                       entries_lut: LookupTablePredictor | None = None, family: str = "ofa-mbv3"
+                       entries_lut: LookupTablePredictor | None = None, family: str = DEFAULT_FAMILY
                        ) -> list[LatencyPredictor]:
     """Unfitted candidates for `n_rows` training rows, simplest first.
 
@@ -114,7 +115,7 @@ def fit_best(archs: ArchLike, ms: Any, *, kinds: Iterable[str] | None = None, wi
              n_classes: int = 1000, base: LatencyPredictor | None = None,
              entries_lut: LookupTablePredictor | None = None, candidates: Sequence[LatencyPredictor] | None = None,
              folds: int | None = None, seed: int = 0, device: str = "", target: str = "ms",
-             family: str = "ofa-mbv3") -> tuple[LatencyPredictor, dict[str, Any]]:
+             family: str = DEFAULT_FAMILY) -> tuple[LatencyPredictor, dict[str, Any]]:
     """Cross-validate the candidates, refit the best on all rows; returns (predictor, report).
 
     The report holds every candidate's out-of-fold metrics (``candidates``), the chosen one

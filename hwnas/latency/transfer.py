@@ -19,6 +19,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from hwnas.errors import InputError
+from hwnas.families import DEFAULT_FAMILY
 from hwnas.latency._solvers import ridge_fit, ridge_loo_alpha
 from hwnas.latency.analytic import FeatureCache, cached_features, feature_names, select_features
 from hwnas.latency.base import LatencyPredictor, load_nested, nested_state, register
@@ -43,7 +44,7 @@ class TransferPredictor(LatencyPredictor):
     min_rows = 3
 
     def __init__(self, base: LatencyPredictor | None = None, features: str = "compact", *,
-                 width_mult: float = 1.0, n_classes: int = 1000, family: str = "ofa-mbv3") -> None:
+                 width_mult: float = 1.0, n_classes: int = 1000, family: str = DEFAULT_FAMILY) -> None:
         super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
         if features != "none":
             feature_names(features, family)

@@ -1,5 +1,5 @@
-"""Supernets: loading (`load_supernet`), training, transfer, fine-tuning, the elastic OFA-MobileNetV3
-network, static subnet extraction and exact cost counting.
+"""Supernets: loading (`load_supernet`), training, transfer, fine-tuning; OFA-MobileNetV3's network and
+exact cost counting (defined in `hwnas.families.ofa_mbv3`) are re-exported under their old names.
 
 Names load lazily: the cost counters need no torch, and `hwnas search` should not pay for it.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 from hwnas.lazy import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
-    "hwnas.supernet.ofa_mbv3": ("OFAMobileNetV3", "MobileNetV3Subnet"),
+    "hwnas.families.ofa_mbv3.network": ("OFAMobileNetV3", "MobileNetV3Subnet"),
     "hwnas.families.ofa_mbv3.plan": ("mbv3_plan",),
     "hwnas.channels": ("make_divisible",),
     "hwnas.supernet.stats": ("count_params", "count_macs", "count_params_macs", "stats_frame"),

@@ -326,7 +326,7 @@ def _mnist_embedded(cfg: DataConfig) -> _Splits:
     from hwnas.supernet.mnist_digits import read_digits
 
     x, y = read_digits()
-    images = torch.from_numpy(np.ascontiguousarray(x)[:, None])
+    images = torch.from_numpy(np.array(x)[:, None])  # a writable copy (the idx bytes are read-only)
     labels = torch.from_numpy(y.astype(np.int64))
     split = stratified_split(labels.numpy(), cfg.val_fraction, cfg.test_fraction, cfg.seed)
     return _array_splits(images, labels, [str(i) for i in range(10)], split, flip=False)

@@ -1,4 +1,4 @@
-"""Import Once-for-All's published OFA-MobileNetV3 supernets as hwnas checkpoints.
+"""Import Once-for-All's published supernets (every family) as hwnas checkpoints.
 
 Once-for-All's ``ofa.model_zoo.ofa_net("ofa_mbv3_d234_e346_k357_w1.0", pretrained=True)`` (and
 ``..._w1.2``) downloads one file and runs ``net.load_state_dict(torch.load(path)["state_dict"])``.
@@ -6,36 +6,10 @@ That file is what `import_ofa_checkpoint` reads, with ``torch.load(..., weights_
 a pickle that needs code to load is refused, never executed. A bare state dict (the ``"state_dict"``
 value saved on its own) and ``module.``-prefixed keys (a DataParallel wrapper) are accepted too.
 
-Key layout of Once-for-All's ``OFAMobileNetV3`` state dict (ks 3/5/7, e 3/4/6, d 2/3/4; shapes at
-W=1.0; ``BN`` = ``weight, bias, running_mean, running_var, num_batches_tracked``)::
-
-    first_conv.conv.weight                               [16, 3, 3, 3]   stem, stride 2
-    first_conv.bn.BN                                     [16]
-    blocks.0.conv.depth_conv.conv.weight                 [16, 1, 3, 3]   fixed first block: no
-    blocks.0.conv.depth_conv.bn.BN                                        expand conv, no SE, plain
-    blocks.0.conv.point_linear.conv.weight               [16, 16, 1, 1]  (not Dynamic*) layers
-    blocks.0.conv.point_linear.bn.BN
-    blocks.N.conv.inverted_bottleneck.conv.conv.weight   [mid, in, 1, 1] N = 1..20: stage (N-1)//4,
-    blocks.N.conv.inverted_bottleneck.bn.bn.BN           [mid]           block (N-1)%4; mid is the
-    blocks.N.conv.depth_conv.conv.conv.weight            [mid, 1, 7, 7]  e=6 width of the block's
-    blocks.N.conv.depth_conv.conv.7to5_matrix            [25, 25]        largest input
-    blocks.N.conv.depth_conv.conv.5to3_matrix            [9, 9]          (kernel transformation)
-    blocks.N.conv.depth_conv.bn.bn.BN                    [mid]
-    blocks.N.conv.depth_conv.se.fc.reduce.{weight,bias}  [mid/4, mid, 1, 1], [mid/4]   stages 2, 4, 5
-    blocks.N.conv.depth_conv.se.fc.expand.{weight,bias}  [mid, mid/4, 1, 1], [mid]     only
-    blocks.N.conv.point_linear.conv.conv.weight          [out, mid, 1, 1]
-    blocks.N.conv.point_linear.bn.bn.BN                  [out]
-    (blocks.N.shortcut is an IdentityLayer or None: no tensors)
-    final_expand_layer.conv.weight                       [960, 160, 1, 1]
-    final_expand_layer.bn.BN                             [960]
-    feature_mix_layer.conv.weight                        [1280, 960, 1, 1]  no BN
-    classifier.linear.{weight,bias}                      [1000, 1280], [1000]
-
-475 tensors at either width. hwnas's supernet (`hwnas.supernet.ofa_mbv3`, `hwnas.supernet.layers`)
-names its modules like Once-for-All's, so every key maps onto the hwnas key of the same name
-(`hwnas_key`) and computes the same subnets: same kernel transformation (centre crop of the next
-larger kernel through the ``KtoK'`` matrix, chained 7 -> 5 -> 3), same BN/SE slicing (first
-channels; SE bottleneck ``make_divisible(mid // 4, 8)`` of the active hidden width).
+Which tensors a file must hold is its family's `Family.ofa_layout` (for OFA-MobileNetV3,
+`hwnas.families.ofa_mbv3.plan.ofa_layout`, which shows the key layout); hwnas's networks name their
+modules like Once-for-All's (`hwnas.families.layers`), so every key maps onto the hwnas key of the
+same name (`Family.hwnas_key`) and computes the same subnets.
 
 Everything is checked before anything is written: a missing or extra key, a shape that does not fit
 (the first such tensor and both shapes, plus what the file looks like: the other width, or another
@@ -50,17 +24,16 @@ import pickle
 import re
 import warnings
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Mapping
 
 import torch
 
 from hwnas.errors import CheckpointError, InputError
 from hwnas.fileio import sha256_file
+from hwnas.families import DEFAULT_FAMILY
 from hwnas.families.base import IMAGENET_MEAN, IMAGENET_STD
-from hwnas.space import N_STAGES
+from hwnas.families.ofa_mbv3.plan import ofa_layout as ofa_mbv3_layout  # its historic name here
 from hwnas.supernet.checkpoint import checkpoint_exists, checkpoint_paths, save_checkpoint
-from hwnas.channels import expand_channels, se_channels
-from hwnas.families.ofa_mbv3.plan import iter_blocks, mbv3_plan
 
 __all__ = [
     "IMAGENET_MEAN",
@@ -74,53 +47,12 @@ __all__ = [
 ]
 
 N_CLASSES = 1000
-_KS, _E, _D = (3, 5, 7), (3, 4, 6), (2, 3, 4)
-_BN = ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")
 
 
-# -- the layout -------------------------------------------------------------------------------
-def _bn(prefix: str, c: int) -> Iterator[tuple[str, tuple[int, ...]]]:
-    for name in _BN:
-        yield f"{prefix}.{name}", () if name == "num_batches_tracked" else (c,)
-
-
-def ofa_mbv3_layout(width_mult: float = 1.0, n_classes: int = N_CLASSES) -> dict[str, tuple[int, ...]]:
-    """Every key of Once-for-All's ``OFAMobileNetV3(width_mult, ks_list=[3,5,7],
-    expand_ratio_list=[3,4,6], depth_list=[2,3,4])`` state dict and its shape, from the plan."""
-    plan = mbv3_plan(width_mult)
-    out: dict[str, tuple[int, ...]] = {"first_conv.conv.weight": (plan.stem, 3, 3, 3)}
-    out.update(_bn("first_conv.bn", plan.stem))
-    out["blocks.0.conv.depth_conv.conv.weight"] = (plan.stem, 1, 3, 3)
-    out.update(_bn("blocks.0.conv.depth_conv.bn", plan.stem))
-    out["blocks.0.conv.point_linear.conv.weight"] = (plan.first_block, plan.stem, 1, 1)
-    out.update(_bn("blocks.0.conv.point_linear.bn", plan.first_block))
-    for n, b in enumerate(iter_blocks(plan, [max(_D)] * N_STAGES), start=1):
-        p, mid = f"blocks.{n}.conv", expand_channels(b.in_channels, max(_E))
-        out[f"{p}.inverted_bottleneck.conv.conv.weight"] = (mid, b.in_channels, 1, 1)
-        out.update(_bn(f"{p}.inverted_bottleneck.bn.bn", mid))
-        out[f"{p}.depth_conv.conv.conv.weight"] = (mid, 1, max(_KS), max(_KS))
-        for large, small in zip(_KS[:0:-1], _KS[-2::-1]):
-            out[f"{p}.depth_conv.conv.{large}to{small}_matrix"] = (small * small, small * small)
-        out.update(_bn(f"{p}.depth_conv.bn.bn", mid))
-        if b.use_se:
-            se = se_channels(mid)
-            out[f"{p}.depth_conv.se.fc.reduce.weight"] = (se, mid, 1, 1)
-            out[f"{p}.depth_conv.se.fc.reduce.bias"] = (se,)
-            out[f"{p}.depth_conv.se.fc.expand.weight"] = (mid, se, 1, 1)
-            out[f"{p}.depth_conv.se.fc.expand.bias"] = (mid,)
-        out[f"{p}.point_linear.conv.conv.weight"] = (b.out_channels, mid, 1, 1)
-        out.update(_bn(f"{p}.point_linear.bn.bn", b.out_channels))
-    out["final_expand_layer.conv.weight"] = (plan.final_expand, plan.stages[-1].width, 1, 1)
-    out.update(_bn("final_expand_layer.bn", plan.final_expand))
-    out["feature_mix_layer.conv.weight"] = (plan.feature_mix, plan.final_expand, 1, 1)
-    out["classifier.linear.weight"] = (n_classes, plan.feature_mix)
-    out["classifier.linear.bias"] = (n_classes,)
-    return out
-
-
+# -- keys -------------------------------------------------------------------------------------
 def hwnas_key(ofa_key: str) -> str:
     """The hwnas supernet's key for one of Once-for-All's: the same name (hwnas mirrors OFA's
-    module tree, see `hwnas.supernet.layers`)."""
+    module tree, see `hwnas.families.layers`)."""
     return ofa_key
 
 
@@ -211,7 +143,7 @@ def describe_ofa_file(state: Mapping[str, torch.Tensor]) -> str:
 
 def check_ofa_state_dict(state: Mapping[str, torch.Tensor], width_mult: float,
                          where: str | os.PathLike[str] = "the checkpoint",
-                         family: str = "ofa-mbv3") -> dict[str, torch.Tensor]:
+                         family: str = DEFAULT_FAMILY) -> dict[str, torch.Tensor]:
     """Check `state` against Once-for-All's `family` network at `width_mult`; return it under
     hwnas's keys (``num_batches_tracked`` filled with 0 where the file has none)."""
     from hwnas.families import get_family
@@ -247,7 +179,7 @@ def check_ofa_state_dict(state: Mapping[str, torch.Tensor], width_mult: float,
 
 # -- importing --------------------------------------------------------------------------------
 def import_ofa_checkpoint(src: str | os.PathLike[str], out_stem: str | os.PathLike[str],
-                          width_mult: float | None = None, family: str = "ofa-mbv3",
+                          width_mult: float | None = None, family: str = DEFAULT_FAMILY,
                           overwrite: bool = False) -> Path:
     """Read Once-for-All's checkpoint `src` of `family`, check every tensor, and write the hwnas
     checkpoint `out_stem` (safetensors + JSON, ImageNet's 1000 classes and normalisation, OFA's

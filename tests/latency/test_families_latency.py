@@ -157,16 +157,18 @@ def test_blocks_profile_makes_a_lookup_table(family, family_run):
         entries_lut.predict([other])
 
 
-def test_the_mbv3_cost_layout_agrees_with_its_fast_path():
-    """OFA-MobileNetV3's `cost_layout` wraps the per-slot layout its predictors gather (`SlotGather`):
-    the generic gather over it gives the same costs and the same lookup-table entries."""
-    from hwnas.latency.layout import analytic_gather, entry_keys, family_entry_keys
+def test_the_mbv3_cost_layout_sums_its_per_block_costs():
+    """OFA-MobileNetV3's `cost_layout` wraps its per-block costs: gathered, a row costs the stem and
+    head plus the blocks its depths run, and its lookup-table entries are those of its blocks."""
+    from hwnas.latency.layout import block_cost, entry_keys, family_entry_keys, fixed_cost
     from hwnas.space import SearchSpace
 
     space = SearchSpace.from_dict({"r": "128:224:16"})
     m = space.sample_matrix(300, 5).astype(np.int64)
     for width in (1.0, 1.2):
         layout = get_family("ofa-mbv3").cost_layout(width, 10)
-        generic = PartGather(layout, layout.cost, 8).total(m)
-        assert np.array_equal(generic, analytic_gather(width, 10).total(m))
+        want = [fixed_cost(width, 10, int(r)) + sum(block_cost(width, s, int(row[1 + s]), int(row[21 + s]), int(r))
+                                                    for s in range(20) if s % 4 < row[41 + s // 4])
+                for r, row in zip(m[:, 0], m)]
+        assert np.array_equal(PartGather(layout, layout.cost, 8).total(m), np.stack(want))
         assert family_entry_keys("ofa-mbv3", m, width, 10).equals(entry_keys(m, width))

@@ -1,5 +1,6 @@
-"""The analytic costs must be exact (they are the predictors' inductive bias), and the per-block
-entries a profile measures must cover every part of the subnets they are for."""
+"""The analytic costs must be exact (they are the predictors' inductive bias), the gather must sum
+exactly the parts each row runs, and the per-block entries a profile measures must cover every part
+of the subnets they are for."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import numpy as np
 import pytest
 
 from hwnas.errors import InputError
+from hwnas.families import family_names, get_family
 from hwnas.latency.analytic import analytic_features
-from hwnas.latency.layout import analytic_gather, as_matrix, entry_keys, entry_module, slot_sizes
+from hwnas.latency.base import family_matrix
+from hwnas.latency.layout import PartGather, entry_module, family_entry_keys, slot_sizes
 from hwnas.space import SearchSpace
 from hwnas.supernet.stats import stats_frame
 
@@ -20,27 +23,47 @@ def test_macs_match_the_exact_counter(width_mult):
     assert np.array_equal(macs.astype(np.int64), stats_frame(m, width_mult=width_mult)["macs"].to_numpy())
     space = SearchSpace(width_mult=width_mult)
     for arch in (space.min_arch(), space.max_arch()):
-        row = as_matrix([arch])
+        row = space.to_matrix([arch]).astype(np.int64)
         assert analytic_features(row, width_mult, 1000, "macs")[0, 0] == \
             stats_frame(row, width_mult=width_mult)["macs"].iat[0]
 
 
-def test_gather_equals_per_arch_sum():
-    m = SearchSpace(r_choices=(32, 48, 64)).sample_matrix(50, 0)
-    g = analytic_gather(1.0, 10)
-    per_slot, fixed = g.per_slot(m)
-    for i in range(5):
-        used = [(s, j) for s in range(5) for j in range(m[i, 41 + s])]
-        expected = sum(per_slot[i, 4 * s + j] for s, j in used) + fixed[i]
-        np.testing.assert_allclose(g.total(m[i:i + 1])[0], expected)
-        unused = [4 * s + j for s in range(5) for j in range(m[i, 41 + s], 4)]
-        assert not per_slot[i, unused].any()
+@pytest.mark.parametrize("family", family_names())
+def test_gather_sums_exactly_the_parts_each_row_runs(family):
+    fam = get_family(family)
+    layout = fam.cost_layout(fam.default_width, 10)
+    rows = fam.sample_matrix(60, np.random.default_rng(0), [32, 48, 64]).astype(np.int64)
+    gather = PartGather(layout, layout.cost, 8)
+    per_part = gather.per_part(rows)
+    active = layout.active(rows)
+    for i, row in enumerate(rows):
+        want = [layout.cost(p, tuple(int(v) for v in row[list(part.columns)])) if active[i, p] else np.zeros(8)
+                for p, part in enumerate(layout.parts)]
+        np.testing.assert_array_equal(per_part[i], np.stack(want))
+    np.testing.assert_array_equal(gather.total(rows), per_part.sum(axis=1))  # integer costs: any order
+
+
+def test_a_refused_key_is_an_error_only_for_rows_that_run_it():
+    layout = get_family("ofa-mbv3").cost_layout(1.0, 10)
+
+    def ms(p: int, key: tuple[int, ...]) -> np.ndarray:
+        if layout.kernel(p, key) == 7:
+            raise InputError("no entry for k=7")
+        return np.ones(1)
+
+    gather = PartGather(layout, ms, 1)
+    rows = SearchSpace(ks_choices=(3, 5), d_choices=(2,), r_choices=(32,)).sample_matrix(5, 0).astype(np.int64)
+    rows[:, 1 + 3] = 7  # slot 3 (stage 0, block 3) does not run at depth 2: its gene changes nothing
+    np.testing.assert_array_equal(gather.total(rows)[:, 0], 2 + 5 * 2)  # stem, head, 5 stages x 2 blocks
+    rows[2, 1 + 1] = 7  # slot 1 runs
+    with pytest.raises(InputError, match="k=7"):
+        gather.total(rows)
 
 
 def test_entry_keys_cover_the_subnets_and_build():
     space = SearchSpace(r_choices=(32, 40))
     archs = space.sample(4, 1)
-    keys = entry_keys(archs)
+    keys = family_entry_keys("ofa-mbv3", space.to_matrix(archs).astype(np.int64), 1.0, 10)
     assert set(keys["part"]) == {"stem", "block", "head"}
     assert set(keys.loc[keys.part == "stem", "size"]) == {a.r for a in archs}
     for arch in archs:
@@ -58,10 +81,16 @@ def test_entry_keys_cover_the_subnets_and_build():
     assert out.shape[0] == 1
 
 
-def test_bad_matrix_is_refused():
+def test_bad_matrices_are_refused():
     with pytest.raises(InputError, match="46"):
-        as_matrix(np.zeros((3, 10), dtype=int))
+        family_matrix("ofa-mbv3", np.zeros((3, 10), dtype=int), 1.0)
     bad = SearchSpace().sample_matrix(2, 0)
     bad[0, 43] = 0
-    with pytest.raises(InputError, match="depths"):
-        as_matrix(bad)
+    with pytest.raises(InputError, match=r"d_2=0 is outside 1\.\.4"):
+        family_matrix("ofa-mbv3", bad, 1.0)
+    shallow = SearchSpace(d_choices=(1,)).sample_matrix(2, 0)  # tables of the first family may hold depth 1
+    assert family_matrix("ofa-mbv3", shallow, 1.0).dtype == np.int64
+    proxyless = get_family("ofa-proxyless").sample_matrix(2, np.random.default_rng(0), [32])
+    proxyless[0, 1] = 4
+    with pytest.raises(InputError, match="ks_0=4 is not one of"):  # other families: their choices
+        family_matrix("ofa-proxyless", proxyless, 1.3)

@@ -121,7 +121,7 @@ def test_lookup_table_entries(blocks, ort):
     assert within(raw, y, 0.10) > 0.7 and kendall_tau(raw, y) > 0.7
     # a block type that was never profiled is named in the error
     no_k7 = blocks[~((blocks.part == "block") & (blocks.k == 7) & (blocks.stage == 2))]
-    with pytest.raises(InputError, match="stage 2 .*k=7"):
+    with pytest.raises(InputError, match="stage=2 .*k=7"):
         LookupTablePredictor.from_entries(no_k7, n_classes=10).predict(
             SearchSpace(ks_choices=(7,), r_choices=(32,)).sample_matrix(3, 0))
     # sizes that were not profiled are interpolated per block type

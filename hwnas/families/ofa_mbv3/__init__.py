@@ -1,7 +1,11 @@
 """OFA-MobileNetV3 (Once-for-All's ``OFAMobileNetV3``): the family hwnas started with.
 
-Its arch type is `hwnas.space.Arch` and its network `hwnas.supernet.ofa_mbv3.OFAMobileNetV3`
-(which predate families and keep their names); this class is the `Family` face of them.
+Its arch and space (`arch.Arch`, `space.SearchSpace`; also `hwnas.space.Arch` / `.SearchSpace`) are a
+`GeneArch` and a `FamilySpace` that predate the others and keep their own fields. `plan` is the
+layout, `network` the supernet and static subnet, `costs` the exact counts, `parts` the cost
+layout, `tables` the CSV rows.
+
+This module needs numpy only; torch is imported when a network is asked for.
 """
 
 from __future__ import annotations
@@ -12,16 +16,24 @@ from typing import Any, Mapping
 import numpy as np
 
 from hwnas.families.base import Family, GeneGroup
+from hwnas.families.ofa_mbv3.arch import Arch
+from hwnas.families.ofa_mbv3.plan import (
+    D_CHOICES,
+    E_CHOICES,
+    KS_CHOICES,
+    MAX_DEPTH,
+    N_SLOTS,
+    N_STAGES,
+    ofa_layout,
+)
+from hwnas.families.ofa_mbv3.space import SearchSpace
 
 __all__ = ["OFAMobileNetV3Family"]
-
-KS, E, D = (3, 5, 7), (3, 4, 6), (2, 3, 4)
 
 
 @functools.lru_cache(maxsize=None)
 def _slot_layout():
     from hwnas.families.slots import Slot, SlotLayout
-    from hwnas.space import MAX_DEPTH, N_SLOTS
 
     first_depth = 1 + 2 * N_SLOTS
     return SlotLayout(tuple(Slot((1 + s, 1 + N_SLOTS + s), depth=first_depth + s // MAX_DEPTH,
@@ -39,76 +51,62 @@ class OFAMobileNetV3Family(Family):
     compact_summary = "stages"  # its compact accuracy features predate families: per stage
 
     def gene_groups(self) -> tuple[GeneGroup, ...]:
-        from hwnas.space import N_SLOTS, N_STAGES
-
-        return (GeneGroup("ks", N_SLOTS, KS), GeneGroup("e", N_SLOTS, E), GeneGroup("d", N_STAGES, D))
+        return (GeneGroup("ks", N_SLOTS, KS_CHOICES), GeneGroup("e", N_SLOTS, E_CHOICES),
+                GeneGroup("d", N_STAGES, D_CHOICES))
 
     def active_mask(self, m: np.ndarray) -> np.ndarray:
-        from hwnas.space import MAX_DEPTH, N_STAGES
-
         d = np.asarray(m)[:, -N_STAGES:]
         slots = np.repeat(d, MAX_DEPTH, axis=1) > np.tile(np.arange(MAX_DEPTH), N_STAGES)
         return np.concatenate([slots, slots, np.ones_like(d, dtype=bool)], axis=1)
 
     def networks_per_resolution(self) -> int:
-        from hwnas.space import SearchSpace
-
-        return SearchSpace(KS, E, D).size(per_resolution=True)
+        return SearchSpace().size(per_resolution=True)  # Once-for-All's choices
 
     def sample_matrix(self, n: int, rng: np.random.Generator, resolutions) -> np.ndarray:
-        from hwnas.space import SearchSpace
-
         return SearchSpace(r_choices=tuple(resolutions)).sample_matrix(n, rng).astype(np.int64)
 
     def arch_from_dict(self, obj: Mapping[str, Any], w: float | None = None):
-        from hwnas.space import Arch
-
         if isinstance(obj, Mapping) and isinstance(obj.get("w"), (int, float)):
             w = obj["w"]  # OFA-MobileNetV3 JSON may name its width (`Arch.to_json`)
         return Arch.from_ofa_dict(obj, self.default_width if w is None else w)
 
     def default_space(self, width_mult: float | None = None):
-        from hwnas.space import SearchSpace
-
         return SearchSpace(width_mult=self.check_width(width_mult))
 
     def space_from_dict(self, obj: Mapping[str, Any]):
-        from hwnas.space import SearchSpace
-
         return SearchSpace.from_dict(obj)
 
     def table_codes(self, df, source: str = "table") -> np.ndarray:
         """Tables of this family may hold any network's values (odd kernels, expands 1..32,
         depths 1..4: `SearchSpace.for_tables`), as they always could."""
-        from hwnas.space import SearchSpace, archs_from_frame
+        from hwnas.families.ofa_mbv3.tables import archs_from_frame
 
         archs = archs_from_frame(df, SearchSpace.for_tables(), source=source)
         return SearchSpace.to_matrix(archs).astype(np.int64)
 
     def build_supernet(self, n_classes: int = 1000, width_mult: float | None = None, dropout: float = 0.0):
-        from hwnas.space import SearchSpace
-        from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
+        from hwnas.families.ofa_mbv3.network import OFAMobileNetV3
 
         w = self.default_width if width_mult is None else width_mult
-        return OFAMobileNetV3(SearchSpace(KS, E, D, width_mult=w), n_classes=n_classes, dropout=dropout)
+        return OFAMobileNetV3(SearchSpace(width_mult=w), n_classes=n_classes, dropout=dropout)  # OFA's choices
 
     def supernet_for(self, space, n_classes: int, dropout: float = 0.0):
-        from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3
+        from hwnas.families.ofa_mbv3.network import OFAMobileNetV3
 
         return OFAMobileNetV3(space, n_classes=n_classes, dropout=dropout)  # its space may be narrower
 
     def static_subnet(self, arch, n_classes: int = 1000):
         import torch
 
-        from hwnas.supernet.ofa_mbv3 import MobileNetV3Subnet
+        from hwnas.families.ofa_mbv3.network import MobileNetV3Subnet
 
         torch.manual_seed(0)  # fixed random weights keep profiling repeatable
         return MobileNetV3Subnet(arch, n_classes=n_classes).eval()
 
     def count_params_macs(self, m: np.ndarray, width_mult: float, n_classes: int):
-        from hwnas.supernet.stats import _matrix_counts
+        from hwnas.families.ofa_mbv3.costs import count_params_macs
 
-        return _matrix_counts(np.asarray(m, dtype=np.int64), float(width_mult), n_classes)
+        return count_params_macs(np.asarray(m, dtype=np.int64), float(width_mult), n_classes)
 
     def cost_layout(self, width_mult: float | None = None, n_classes: int = 1000):
         from hwnas.families.base import check_n_classes
@@ -123,6 +121,4 @@ class OFAMobileNetV3Family(Family):
         return _slot_layout()
 
     def ofa_layout(self, width_mult: float, n_classes: int = 1000) -> dict[str, tuple[int, ...]]:
-        from hwnas.supernet.ofa_import import ofa_mbv3_layout
-
-        return ofa_mbv3_layout(width_mult, n_classes)
+        return ofa_layout(width_mult, n_classes)

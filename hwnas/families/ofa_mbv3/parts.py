@@ -10,24 +10,23 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from hwnas.families.ofa_mbv3.plan import KS_CHOICES, MAX_DEPTH, N_SLOTS, N_STAGES
 from hwnas.families.parts import CostLayout, Part
 
 __all__ = ["MBV3CostLayout"]
 
-_N_SLOTS, _N_STAGES, _MAX_DEPTH = 20, 5, 4
-
 
 class MBV3CostLayout(CostLayout):
     family_name = "ofa-mbv3"
-    n_stages = _N_STAGES
-    kernels = (3, 5, 7)
+    n_stages = N_STAGES
+    kernels = KS_CHOICES
 
     def __init__(self, width_mult: float, n_classes: int) -> None:
         super().__init__(width_mult, n_classes)
         self._parts = ((Part("stem", -1, 0, (0,)),)
-                       + tuple(Part("block", s // _MAX_DEPTH, s % _MAX_DEPTH, (0, 1 + s, 1 + _N_SLOTS + s))
-                               for s in range(_N_SLOTS))
-                       + (Part("head", _N_STAGES, 0, (0,)),))
+                       + tuple(Part("block", s // MAX_DEPTH, s % MAX_DEPTH, (0, 1 + s, 1 + N_SLOTS + s))
+                               for s in range(N_SLOTS))
+                       + (Part("head", N_STAGES, 0, (0,)),))
 
     @property
     def parts(self) -> tuple[Part, ...]:
@@ -46,7 +45,7 @@ class MBV3CostLayout(CostLayout):
         r = int(key[0])
         if p == 0:
             return stem_cost(self.width_mult, r)
-        if p == _N_SLOTS + 1:
+        if p == N_SLOTS + 1:
             return head_cost(self.width_mult, slot_sizes(r)[2], self.n_classes)
         return block_cost(self.width_mult, p - 1, int(key[1]), int(key[2]), r)
 
@@ -61,8 +60,8 @@ class MBV3CostLayout(CostLayout):
         specs = slot_specs(self.width_mult)
         if p == 0:
             return ("stem", -1, 0, 3, 3, 0, r)
-        if p == _N_SLOTS + 1:
-            return ("head", _N_STAGES, 0, specs[-1].out_channels, 0, 0, head)
+        if p == N_SLOTS + 1:
+            return ("head", N_STAGES, 0, specs[-1].out_channels, 0, 0, head)
         spec = specs[p - 1]
         return ("block", spec.stage, min(spec.index, 1), spec.in_channels, int(key[1]), int(key[2]),
                 sizes[p - 1])

@@ -5,7 +5,7 @@ parameter: convolutions, BN affine, classifier weight and bias; no running stati
 kernel-transform matrices, which a static subnet does not have); MACs = ``ofa.utils.count_net_flops``
 (its profile hooks count Conv2d as ``C_in/groups * k^2 * output elements`` and Linear as
 ``in * out``; BN, ReLU6, pooling, residual adds and biases count nothing). The per-layer arithmetic
-is `hwnas.supernet.stats`'s, shared with OFA-MobileNetV3; what differs is the layout
+is `hwnas.families.mbconv`'s, shared with OFA-MobileNetV3; what differs is the layout
 (`plan.iter_blocks`) and the head (feature mix with BN at full resolution, then pooling).
 """
 
@@ -15,8 +15,15 @@ import functools
 
 import numpy as np
 
+from hwnas.families.base import check_n_classes
+from hwnas.families.mbconv import (
+    add_costs,
+    conv_params_macs,
+    mbconv_params_macs,
+    per_distinct_key,
+    stem_params_macs,
+)
 from hwnas.families.ofa_proxyless.plan import N_SLOTS, STAGE_DEPTHS, ProxylessPlan, iter_blocks, proxyless_plan
-from hwnas.supernet.stats import _add, _block, _check_classes, _conv, _lookup, _stem
 
 __all__ = ["count_params_macs"]
 
@@ -25,29 +32,30 @@ __all__ = ["count_params_macs"]
 def _head(plan: ProxylessPlan, size: int, n_classes: int) -> tuple[int, int]:
     """feature_mix_layer (1x1 conv + BN, on the `size` x `size` map) and the classifier."""
     fm = plan.feature_mix
-    return _add(_conv(plan.stage_widths[-1], fm, 1, size), (fm * n_classes + n_classes, fm * n_classes))
+    return add_costs(conv_params_macs(plan.stage_widths[-1], fm, 1, size),
+                     (fm * n_classes + n_classes, fm * n_classes))
 
 
 def count_params_macs(m: np.ndarray, width_mult: float, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
     """(params, MACs), int64 [n] each, of checked canonical flat rows `m` (int [n, 49]): slot by
     slot, each distinct (kernel, expand, input size) is costed once and scattered to its rows."""
-    _check_classes(n_classes)
+    check_n_classes(n_classes)
     m = np.asarray(m, dtype=np.int64)
     if len(m) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     plan = proxyless_plan(width_mult)
     r, ks, es = m[:, 0], m[:, 1:1 + N_SLOTS], m[:, 1 + N_SLOTS:1 + 2 * N_SLOTS]
     depth = np.minimum(m[:, 1 + 2 * N_SLOTS:], np.asarray(STAGE_DEPTHS))
-    # `_stem` costs the stem conv and the fixed first block from plan.stem / plan.first_block
-    stem = _lookup(r[:, None], lambda rr: _stem(plan, rr))
+    # the stem conv and the fixed first block, from plan.stem / plan.first_block
+    stem = per_distinct_key(r[:, None], lambda rr: stem_params_macs(plan, rr))
     params, macs, size = stem[:, 0].copy(), stem[:, 1].copy(), stem[:, 2].copy()
     for b in iter_blocks(plan, STAGE_DEPTHS):
         used = depth[:, b.stage] > b.index
         keys = np.stack([ks[used, b.slot], es[used, b.slot], size[used]], axis=1)
-        cost = _lookup(keys, lambda k, e, s, b=b: _block(b.in_channels, b.out_channels, k, e, b.stride, s,
-                                                          False))
+        cost = per_distinct_key(keys, lambda k, e, s, b=b: mbconv_params_macs(
+            b.in_channels, b.out_channels, k, e, b.stride, s, False))
         params[used] += cost[:, 0]
         macs[used] += cost[:, 1]
         size[used] = cost[:, 2]
-    head = _lookup(size[:, None], lambda s: _head(plan, s, int(n_classes)))
+    head = per_distinct_key(size[:, None], lambda s: _head(plan, s, int(n_classes)))
     return params + head[:, 0], macs + head[:, 1]

@@ -27,8 +27,8 @@ from hwnas.families.ofa_proxyless.plan import (
     proxyless_plan,
     slot,
 )
-from hwnas.supernet.elastic import ElasticMBConvChain, MBConvChain
-from hwnas.supernet.layers import (
+from hwnas.families.elastic import ElasticMBConvChain, MBConvChain
+from hwnas.families.layers import (
     DynamicMBConv,
     MBConv,
     ResidualBlock,

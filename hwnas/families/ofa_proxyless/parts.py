@@ -78,7 +78,7 @@ class ProxylessCostLayout(CostLayout):
         import torch.nn as nn
 
         from hwnas.channels import expand_channels
-        from hwnas.supernet.layers import MBConv, ResidualBlock, init_weights
+        from hwnas.families.layers import MBConv, ResidualBlock, init_weights
 
         part, size = str(entry["part"]), int(entry["size"])
         if part in ("stem", "head"):

@@ -5,7 +5,7 @@ Network: first_conv (3x3 s2, BN, ReLU6) -> first block (fixed MBConv: 3x3 depthw
 a shortcut) -> 6 stages of elastic MBConv blocks (ReLU6, no SE; the last stage is one block) ->
 feature_mix_layer (1x1 conv, BN, ReLU6, *before* pooling) -> global average pool -> classifier.
 
-Importing this module needs no torch; the channel arithmetic (`hwnas.supernet.layers`) is imported
+Importing this module needs no torch; the channel arithmetic (`hwnas.channels`) is imported
 when a plan is first computed.
 """
 
@@ -37,7 +37,7 @@ BN_MOMENTUM, BN_EPS = 0.1, 1e-3
 @dataclass(frozen=True)
 class ProxylessPlan:
     """Channel widths of every fixed part and stage at one width multiplier. `stem` and
-    `first_block` carry the names `hwnas.supernet.stats` costs a stem + first block by."""
+    `first_block` carry the names `hwnas.families.mbconv.stem_params_macs` costs them by."""
 
     width_mult: float
     stem: int

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from hwnas.errors import InputError
 from hwnas.families.base import GeneArch, check_head_args
 from hwnas.families.ofa_resnet50.plan import BlockSpec, SubnetSpec, subnet_tensors, supernet_spec
-from hwnas.supernet.layers import (
+from hwnas.families.layers import (
     DynamicBatchNorm2d,
     DynamicConv2d,
     ResidualBlock,

@@ -99,7 +99,7 @@ class ResNet50CostLayout(CostLayout):
         import torch.nn as nn
 
         from hwnas.families.ofa_resnet50.network import Bottleneck
-        from hwnas.supernet.layers import ResidualBlock, conv_bn_act, init_weights
+        from hwnas.families.layers import ResidualBlock, conv_bn_act, init_weights
 
         part, size = str(entry["part"]), int(entry["size"])
         cin, mid, cout = int(entry["in_ch"]), int(entry["mid_ch"]), int(entry["out_ch"])
