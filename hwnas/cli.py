@@ -19,7 +19,8 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from hwnas import __version__
-from hwnas.errors import HwnasError, InputError
+from hwnas.errors import HwnasError, InputError, MissingExtraError
+from hwnas.extras import install_hint, missing_extra, need
 from hwnas.progress import OutputConsole
 
 
@@ -36,6 +37,12 @@ class _Commands(TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt as err:
             raise _Interrupted from err
+        except ModuleNotFoundError as err:  # the innermost group names the command
+            if (extra := missing_extra(err)) is None:
+                raise
+            command = " ".join(filter(None, [ctx.command_path, ctx.invoked_subcommand]))
+            raise MissingExtraError(f"{command} needs the '{extra}' extra: "
+                                    f"{install_hint(extra)}") from err
 
     def format_commands(self, ctx, formatter) -> None:
         """Plain help (into a pipe): each command's first paragraph whole, wrapped, where click
@@ -996,7 +1003,7 @@ def quickstart_cmd(
     run: Path = typer.Option(Path("runs/quickstart"), "--run", help="Run directory."),
     device: str = typer.Option("cpu-ort", "--device", help="Device to profile, search for and export to."),
     samples: int = typer.Option(60, "--samples", help="Subnets profiled for the latency predictor."),
-    accuracy_samples: int = typer.Option(100, "--accuracy-samples", help="Subnets evaluated for the "
+    accuracy_samples: int = typer.Option(200, "--accuracy-samples", help="Subnets evaluated for the "
                                          "accuracy predictor."),
     latency_ms: Optional[float] = typer.Option(None, "--latency-ms", help="Budget (default: 40% of the "
                                                "way from the fastest to the slowest profiled subnet)."),
@@ -1155,6 +1162,7 @@ def dashboard(
         raise InputError(f"{run} holds no hwnas run (no config.yaml); pass a run directory or a folder of runs")
     if not 0 < port < 65536:
         raise InputError(f"--port must be within 1..65535, got {port}")
+    need("streamlit")  # the server is a child process: name the extra here, not in its traceback
     err_console.print(f"dashboard for {run} at http://{address}:{port}  (Ctrl-C to stop)")
     raise typer.Exit(serve(run, port, address))
 

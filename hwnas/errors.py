@@ -16,6 +16,7 @@ __all__ = [
     "DeviceError",
     "BudgetError",
     "AgentError",
+    "MissingExtraError",
 ]
 
 
@@ -56,3 +57,8 @@ class BudgetError(HwnasError):
 
 class AgentError(HwnasError):
     """A remote device agent is unreachable, refused the request, or failed."""
+
+
+class MissingExtraError(HwnasError):
+    """A command needs an optional part of hwnas that is not installed; the message names the
+    pip extra that installs it."""

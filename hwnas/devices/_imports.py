@@ -14,12 +14,9 @@ import importlib.util
 from types import ModuleType
 
 from hwnas.errors import DeviceError
+from hwnas.extras import install_hint
 
-__all__ = ["install_hint", "missing_module", "require", "dist_version"]
-
-
-def install_hint(extra: str | None, pip_name: str) -> str:
-    return f"pip install 'hwnas[{extra}]'" if extra else f"pip install {pip_name}"
+__all__ = ["missing_module", "require", "dist_version"]
 
 
 def missing_module(module: str, extra: str | None = None, pip_name: str | None = None) -> str | None:

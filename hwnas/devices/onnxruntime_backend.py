@@ -21,6 +21,7 @@ import numpy as np
 
 from hwnas.devices.base import Artifact, Backend, Runner
 from hwnas.devices.onnx_export import INPUT_NAME, export_onnx
+from hwnas.extras import install_hint
 
 if TYPE_CHECKING:
     import torch
@@ -40,6 +41,10 @@ class OnnxRuntimeBackend(Backend):
     requires = ("onnxruntime",)
     dists = ("onnxruntime", "onnxruntime-gpu", "onnx")
 
+    @property
+    def extra(self) -> str:  # type: ignore[override]  # the two install the same module
+        return "ort-gpu" if self.device.provider == _CUDA else "ort"
+
     @classmethod
     def precisions(cls, provider: str | None) -> tuple[str, ...]:
         return ("fp32", "fp16") if provider == _CUDA else ("fp32", "int8")
@@ -53,7 +58,8 @@ class OnnxRuntimeBackend(Backend):
 
         providers = ort.get_available_providers()
         if self.device.provider not in providers:
-            hint = "; pip install onnxruntime-gpu" if self.device.provider == _CUDA else ""
+            hint = (f"; {install_hint(self.extra)} in place of onnxruntime"
+                    if self.device.provider == _CUDA else "")
             return (f"onnxruntime here has no {self.device.provider} "
                     f"(has {', '.join(providers)}){hint}")
         if self.device.provider == _CUDA:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from hwnas.devices._imports import missing_module
+from hwnas.devices._imports import missing_module, require
 from hwnas.devices.base import Artifact, OnnxBuiltBackend, Runner, one_line
 from hwnas.devices.onnx_export import export_onnx
 from hwnas.errors import DeviceError
@@ -85,8 +85,8 @@ class OpenVinoBackend(OnnxBuiltBackend):
         if self.quantizer not in _QUANTIZERS:
             return f"unknown quantizer '{self.quantizer}'; use one of {', '.join(_QUANTIZERS)}"
         if self.quantizer == "nncf":
-            return missing_module("nncf", pip_name="nncf")
-        return None
+            return missing_module("nncf", "nncf")
+        return missing_module("onnxruntime", "ort")  # onnx-qdq: ONNX Runtime's quantizer
 
     def _compile(self, module: nn.Module, x: torch.Tensor, workdir: Path) -> Artifact:
         return self._from_onnx(export_onnx(module, x, workdir / "model.onnx"), tuple(x.shape), workdir)
@@ -117,7 +117,7 @@ class OpenVinoBackend(OnnxBuiltBackend):
         images, meta = self._calibration_for(shape)
         meta["quantizer"] = self.quantizer
         if self.quantizer == "nncf":
-            nncf = self._require("nncf")
+            nncf = require("nncf", self.device.name, "nncf")
             items = batches(images, shape[0])
             model = nncf.quantize(ov.convert_model(str(onnx_path)), nncf.Dataset(items),
                                   preset=nncf.QuantizationPreset.PERFORMANCE, subset_size=len(items))

@@ -33,6 +33,8 @@ _DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 class TorchBackend(Backend):
     name = "torch"
     artifact_format = "torch-module"
+    requires = ("torch",)
+    extra = "train"
 
     @classmethod
     def precisions(cls, provider: str | None) -> tuple[str, ...]:

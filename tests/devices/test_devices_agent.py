@@ -7,8 +7,6 @@ import hashlib
 import json
 import os
 import pickle
-import re
-import select
 import signal
 import socket
 import subprocess
@@ -19,8 +17,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from agent_helpers import AgentProcess, remote
 
-from hwnas.devices import Artifact, Device
+from hwnas.devices import Artifact
 from hwnas.devices.agent import (
     AgentClient,
     AgentRefused,
@@ -34,50 +33,6 @@ from hwnas.errors import AgentError, DeviceError
 LIMIT = 1_000_000  # the main agent's request size limit (the models are ~15 KB)
 FAST = dict(runs=4, warmup_runs=1, warmup_s=0.0)
 FAST_MANY = dict(rounds=2, ref_runs=2, ref_warmup_runs=1, **FAST)
-
-
-class AgentProcess:
-    """`python -m hwnas.devices.agent` in a subprocess; `port` is read from its banner, which
-    `banner` keeps whole. An option given as True is a bare flag (`tls=True`: --tls)."""
-
-    def __init__(self, token_file: Path, state_dir: Path, port: int = 0, **options: object):
-        cmd = [sys.executable, "-m", "hwnas.devices.agent", "--host", "127.0.0.1",
-               "--port", str(port), "--token-file", str(token_file), "--state-dir", str(state_dir)]
-        for key, value in options.items():
-            cmd += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
-        self.log = state_dir.parent / f"{state_dir.name}.log"
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log.open("ab"),
-                                     text=True)
-        self.banner = ""
-        self.port = self._wait_listening()
-
-    def _wait_listening(self, timeout_s: float = 40.0) -> int:
-        deadline = time.monotonic() + timeout_s
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.2)
-            if ready:  # raw reads: a buffered readline could hold the last line where select never sees it
-                self.banner += os.read(fd, 65536).decode(errors="replace")
-                match = re.search(r"listening on https?://127\.0\.0\.1:(\d+)", self.banner)
-                if match and re.search(r"devices usable here.*\n", self.banner):  # the banner's last line
-                    return int(match.group(1))
-            if self.proc.poll() is not None:
-                break
-        self.proc.kill()
-        raise AssertionError(f"agent did not start: {self.banner}{self.log.read_text()}")
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout=20)
-
-
-def remote(name: str, port: int, token_file: Path, *, tls_fingerprint: str | None = None,
-           **agent: object) -> Device:
-    return Device(name=name, backend="onnxruntime", host="127.0.0.1", port=port,
-                  token_file=token_file, tls_fingerprint=tls_fingerprint,
-                  options={"agent": agent} if agent else {})
 
 
 @pytest.fixture(scope="module")

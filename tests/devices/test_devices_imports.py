@@ -40,3 +40,37 @@ def test_missing_runtime_is_a_reason_and_a_device_error(monkeypatch, tiny_net, e
     with pytest.raises(DeviceError) as err:
         backend.compile(tiny_net, example_input, tmp_path)
     assert str(err.value) == f"device '{device}' is not usable here: {reason}"
+
+
+@pytest.mark.parametrize("count, reason", [
+    (1, None), (0, "no CUDA device (the CUDA driver finds none)"),
+    (None, "no CUDA device (no CUDA driver: libcuda.so.1 cannot be loaded)")])
+def test_without_torch_the_cuda_driver_says_whether_a_gpu_is_there(monkeypatch, count, reason):
+    """A slim agent serving onnxruntime-gpu has no torch to ask."""
+    import ctypes
+
+    from hwnas.devices._cuda import cuda_reason
+
+    class Driver:
+        def cuInit(self, flags):  # noqa: N802 - the driver's names
+            return 0
+
+        def cuDeviceGetCount(self, out):  # noqa: N802
+            out._obj.value = count
+            return 0
+
+    def load(name):
+        if count is None:
+            raise OSError(f"{name}: cannot open shared object file")
+        return Driver()
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if not installed
+    monkeypatch.setattr(ctypes, "CDLL", load)
+    assert cuda_reason() == reason
+
+
+def test_a_cuda_ort_device_without_onnxruntime_names_the_gpu_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    assert get_backend("cuda-ort").available() == \
+        "onnxruntime not installed: pip install 'hwnas[ort-gpu]'"
+    assert get_backend("cpu-ort").available() == "onnxruntime not installed: pip install 'hwnas[ort]'"

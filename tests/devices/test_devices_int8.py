@@ -102,7 +102,7 @@ def test_openvino_nncf_quantizer_needs_nncf_or_is_usable():
     reason = device.available()
     if "nncf" in sys.modules or reason is None:
         return
-    assert reason.startswith("nncf not installed: pip install nncf")
+    assert reason == "nncf not installed: pip install 'hwnas[nncf]'"
     bad = Device(name="ov-int8-x", backend="openvino", precision="int8", options={"quantizer": "x"})
     assert bad.available().startswith("unknown quantizer 'x'")
 

@@ -16,38 +16,20 @@ and timed in a child process (`worker`) that is killed when it overruns a time l
 requests and open connections are capped (`AgentLimits`). Traffic is plain HTTP unless the agent
 runs with --tls and the device pins its certificate's fingerprint (`tls`); keep plain agents on
 a trusted network or reach them through an SSH tunnel.
+
+Names are imported on first use: the measuring worker (`python -m hwnas.devices.agent.worker`)
+then starts without the server and the client (and without runpy's warning that it was imported
+by its package first).
 """
 
 from __future__ import annotations
 
-from hwnas.devices.agent.client import (
-    AgentClient,
-    AgentRefused,
-    AgentSettings,
-    RemoteBackend,
-    measure_artifacts,
-)
-from hwnas.devices.agent.server import LIMIT_OPTIONS, Agent, AgentLimits, make_server, serve
-from hwnas.devices.agent.wire import (
-    DEFAULT_MAX_REQUEST_BYTES,
-    DEFAULT_PORT,
-    create_token_file,
-    read_token,
-)
+from hwnas.lazy import lazy_exports
 
-__all__ = [
-    "Agent",
-    "AgentLimits",
-    "AgentClient",
-    "AgentRefused",
-    "AgentSettings",
-    "DEFAULT_MAX_REQUEST_BYTES",
-    "DEFAULT_PORT",
-    "LIMIT_OPTIONS",
-    "RemoteBackend",
-    "create_token_file",
-    "make_server",
-    "measure_artifacts",
-    "read_token",
-    "serve",
-]
+__all__, __getattr__ = lazy_exports(__name__, {
+    "hwnas.devices.agent.client": ("AgentClient", "AgentRefused", "AgentSettings", "RemoteBackend",
+                                   "measure_artifacts"),
+    "hwnas.devices.agent.server": ("LIMIT_OPTIONS", "Agent", "AgentLimits", "make_server", "serve"),
+    "hwnas.devices.agent.wire": ("DEFAULT_MAX_REQUEST_BYTES", "DEFAULT_PORT", "create_token_file",
+                                 "read_token"),
+})
