@@ -923,8 +923,9 @@ def accuracy_build(
     run: Path = typer.Option(..., "--run", "--run-dir", help="Run directory (created with the shipped supernet "
                              "if new). Under torchrun write --run-dir: torchrun takes --run for its own --run-path."),
     samples: int = typer.Option(1000, "--samples", help="Subnets in the table (a larger number extends it)."),
-    bn_images: int = typer.Option(500, "--bn-images", help="Training images for each subnet's BN recalibration "
-                                  "(the default is what every other evaluation in hwnas uses)."),
+    bn_images: Optional[int] = typer.Option(None, "--bn-images", help="Training images for each subnet's BN "
+                                            "recalibration (default: 2000, what every other evaluation in "
+                                            "hwnas uses)."),
     seed: int = seed_option(),
     data: Optional[str] = DataOpt,
 ) -> None:
@@ -936,7 +937,7 @@ def accuracy_build(
     from hwnas.progress import EventProgress
     from hwnas.run import open_run
 
-    if samples < 1 or bn_images < 1:
+    if samples < 1 or (bn_images is not None and bn_images < 1):
         raise InputError(f"--samples and --bn-images must be at least 1, got {samples} and {bn_images}")
     cfg = open_run(run, data=_data_config(data))
     quiet = int(os.environ.get("RANK", 0)) != 0

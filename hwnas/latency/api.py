@@ -287,7 +287,9 @@ def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | Non
     family's default."""
     try:
         store = importlib.import_module("hwnas.profiling.store")
-    except ModuleNotFoundError:
+    except ModuleNotFoundError as err:
+        if err.name != "hwnas.profiling.store":  # a missing extra (e.g. pandas): say that one
+            raise
         raise InputError("this hwnas has no measurement store (hwnas.profiling.store); fit from a "
                          "table with `hwnas latency fit TABLE --target COLUMN`") from None
     df = store.read_measurements(run_dir, device=device)

@@ -11,6 +11,7 @@ import hwnas.accuracy.precomputed as precomputed
 import hwnas.supernet.evaluation as evaluation
 from hwnas.accuracy.table import ACCURACY_TABLE, build_accuracy_table, read_accuracy_table
 from hwnas.run import open_run
+from hwnas.supernet.data import BN_IMAGES
 
 
 @pytest.fixture()
@@ -20,7 +21,7 @@ def shipped_table(tmp_path, monkeypatch):
     build_accuracy_table(run, 3)
     csv, key = tmp_path / "assets.csv", tmp_path / "assets.json"
     csv.write_bytes((tmp_path / "source" / ACCURACY_TABLE).read_bytes())
-    key.write_text(json.dumps({"key": precomputed.precomputed_key(run, split="val", seed=0, bn_images=500)}))
+    key.write_text(json.dumps({"key": precomputed.precomputed_key(run, split="val", seed=0, bn_images=BN_IMAGES)}))
     monkeypatch.setattr(precomputed, "precomputed_paths", lambda: (csv, key))
     return read_accuracy_table(tmp_path / "source"), key
 
