@@ -1,5 +1,5 @@
 """OFA-MobileNetV3's additive cost layout (`hwnas.families.parts`), wrapping the per-block costs of
-`hwnas.latency.layout` (whose `SlotGather` stays the fast path the MBv3 latency predictors use):
+`hwnas.families.ofa_mbv3.blocks` (gathered for every latency model by `hwnas.latency.layout.PartGather`):
 the stem (stem conv + the fixed first block, keyed by r), the 20 searchable positions (keyed by r,
 their kernel and expand genes; active while the stage's depth reaches them) and the head (final
 expand, pool, feature mix, classifier; keyed by r). Torch-free except `entry_module`."""
@@ -33,14 +33,14 @@ class MBV3CostLayout(CostLayout):
         return self._parts
 
     def active(self, m: np.ndarray) -> np.ndarray:
-        from hwnas.latency.layout import used_mask
+        from hwnas.families.ofa_mbv3.blocks import used_mask
 
         m = np.asarray(m)
         ones = np.ones((len(m), 1), dtype=bool)
         return np.concatenate([ones, used_mask(m), ones], axis=1)
 
     def cost(self, p: int, key: tuple[int, ...]) -> np.ndarray:
-        from hwnas.latency.layout import block_cost, head_cost, slot_sizes, stem_cost
+        from hwnas.families.ofa_mbv3.blocks import block_cost, head_cost, slot_sizes, stem_cost
 
         r = int(key[0])
         if p == 0:
@@ -53,7 +53,7 @@ class MBV3CostLayout(CostLayout):
         return int(key[1]) if self._parts[p].kind == "block" else 0
 
     def entry(self, p: int, key: tuple[int, ...]) -> tuple[Any, ...]:
-        from hwnas.latency.layout import slot_sizes, slot_specs
+        from hwnas.families.ofa_mbv3.blocks import slot_sizes, slot_specs
 
         r = int(key[0])
         sizes, _, head = slot_sizes(r)
@@ -67,6 +67,6 @@ class MBV3CostLayout(CostLayout):
                 sizes[p - 1])
 
     def entry_module(self, entry: Mapping[str, Any]):
-        from hwnas.latency.layout import entry_module
+        from hwnas.families.ofa_mbv3.blocks import entry_module
 
         return entry_module(entry, self.width_mult, self.n_classes)
