@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Literal, Sequence, get_args
+from typing import Any, Iterator, Literal, Sequence, get_args
 
 import numpy as np
 import torch
@@ -35,9 +35,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
 from hwnas.errors import InputError
-
-if TYPE_CHECKING:
-    from hwnas.space import SearchSpace
 
 __all__ = [
     "DataConfig",
@@ -216,8 +213,8 @@ class ResolutionSampler:
         object.__setattr__(self, "choices", tuple(int(c) for c in self.choices))
 
     @classmethod
-    def from_space(cls, space: SearchSpace, seed: int = 0) -> "ResolutionSampler":
-        """Sample from a `SearchSpace`'s resolution list."""
+    def from_space(cls, space: Any, seed: int = 0) -> "ResolutionSampler":
+        """Sample from a space's resolution list (`space.r_choices`, any family's)."""
         return cls(tuple(space.r_choices), seed)
 
     def __call__(self, step: int) -> int:
@@ -510,9 +507,9 @@ def build_loaders(cfg: DataConfig | None = None) -> Loaders:
 CALIBRATION_BATCH = 500
 # Calibration images per subnet: every evaluation in hwnas uses this default. 2,000 as in
 # Once-for-All's own evaluation: on the shipped Fashion-MNIST supernet (16 subnets, 5,000
-# validation images) two calibration draws of 500 images moved one subnet's top-1 by 0.21 points
-# (std of the difference), as much as the subnets' spread within one resolution, and two of 2,000
-# by 0.10; 2,000 also measured +0.15 points on average.
+# validation images; experiments/results/bn_noise.json) two calibration draws of 500 images moved
+# a subnet's top-1 by 0.16 points (std of the difference), two of 2,000 by 0.07; 2,000 also
+# measured +0.15 points on average.
 BN_IMAGES = 2000
 
 
