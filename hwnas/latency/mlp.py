@@ -19,7 +19,7 @@ from hwnas.latency.analytic import FeatureCache, cached_features, feature_names,
 from hwnas.latency.base import LatencyPredictor, PredictorMeta, register
 from hwnas.latency.encoding import GeneEncoder, encoder_from_dict
 
-__all__ = ["MLPPredictor", "train_mlp", "mlp_forward"]
+__all__ = ["MLPPredictor", "train_mlp", "mlp_forward", "mse_gradients"]
 
 Weights = list[tuple[np.ndarray, np.ndarray]]
 
@@ -45,21 +45,7 @@ def train_mlp(x: np.ndarray, t: np.ndarray, hidden: int = 64, layers: int = 2, e
     beta1, beta2, eps = 0.9, 0.999, 1e-8
     target = t.reshape(1, n, 1)
     for step in range(1, epochs + 1):
-        # forward, keeping pre-activations
-        hs, zs = [np.broadcast_to(x, (seeds, n, d))], []
-        for i in range(len(ws)):
-            z = hs[-1] @ ws[i] + bs[i]
-            zs.append(z)
-            if i < len(ws) - 1:
-                hs.append(z / (1.0 + np.exp(-np.clip(z, -60, 60))))
-        grad = 2.0 * (zs[-1] - target) / n  # d mean-squared-error / d output
-        gw, gb = [None] * len(ws), [None] * len(ws)
-        for i in range(len(ws) - 1, -1, -1):
-            gw[i] = hs[i].transpose(0, 2, 1) @ grad
-            gb[i] = grad.sum(axis=1, keepdims=True)
-            if i:
-                sig = 1.0 / (1.0 + np.exp(-np.clip(zs[i - 1], -60, 60)))
-                grad = (grad @ ws[i].transpose(0, 2, 1)) * sig * (1.0 + zs[i - 1] * (1.0 - sig))
+        gw, gb = mse_gradients(ws, bs, x, target)
         rate = lr * 0.5 * (1.0 + np.cos(np.pi * (step - 1) / epochs))
         for j, (p, g) in enumerate(zip(params, gw + gb)):
             m1[j] = beta1 * m1[j] + (1 - beta1) * g
@@ -68,6 +54,30 @@ def train_mlp(x: np.ndarray, t: np.ndarray, hidden: int = 64, layers: int = 2, e
                 p *= 1.0 - rate * weight_decay  # decoupled weight decay, weights only
             p -= rate * (m1[j] / (1 - beta1**step)) / (np.sqrt(m2[j] / (1 - beta2**step)) + eps)
     return [[(ws[i][s].copy(), bs[i][s, 0].copy()) for i in range(len(ws))] for s in range(seeds)]
+
+
+def mse_gradients(ws: list[np.ndarray], bs: list[np.ndarray], x: np.ndarray, target: np.ndarray
+                  ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Gradients of each member's mean squared error w.r.t. its weights and biases (stacked over
+    members: ws[i] [seeds, a, b], bs[i] [seeds, 1, b]; x [n, d]; target [1, n, 1]), by hand-written
+    backprop through SiLU layers (tests/latency/test_predictors.py checks it against autograd)."""
+    seeds, n, d = ws[0].shape[0], x.shape[0], x.shape[1]
+    hs, zs = [np.broadcast_to(x, (seeds, n, d))], []  # forward, keeping pre-activations
+    for i in range(len(ws)):
+        z = hs[-1] @ ws[i] + bs[i]
+        zs.append(z)
+        if i < len(ws) - 1:
+            hs.append(z / (1.0 + np.exp(-np.clip(z, -60, 60))))
+    grad = 2.0 * (zs[-1] - target) / n  # d mean-squared-error / d output
+    gw: list[np.ndarray] = [np.empty(0)] * len(ws)
+    gb: list[np.ndarray] = [np.empty(0)] * len(ws)
+    for i in range(len(ws) - 1, -1, -1):
+        gw[i] = hs[i].transpose(0, 2, 1) @ grad
+        gb[i] = grad.sum(axis=1, keepdims=True)
+        if i:
+            sig = 1.0 / (1.0 + np.exp(-np.clip(zs[i - 1], -60, 60)))
+            grad = (grad @ ws[i].transpose(0, 2, 1)) * sig * (1.0 + zs[i - 1] * (1.0 - sig))
+    return gw, gb
 
 
 def mlp_forward(models: list[Weights], x: np.ndarray, chunk: int = 16384) -> np.ndarray:

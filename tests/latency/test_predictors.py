@@ -168,3 +168,28 @@ def test_latency_package_never_pickles():
         text = src.read_text()
         for banned in ("import pickle", "joblib", "allow_pickle=True", "torch.save", "cloudpickle"):
             assert banned not in text, f"{src.name} uses {banned}"
+
+
+def test_mlp_backprop_matches_autograd():
+    """The latency MLP trains in plain numpy with hand-written backprop: its gradients must be
+    autograd's (float64, SiLU layers, a batched ensemble)."""
+    import torch
+
+    from hwnas.latency.mlp import mse_gradients
+
+    rng = np.random.default_rng(0)
+    seeds, n, d, h = 2, 7, 5, 4
+    ws = [rng.normal(size=(seeds, d, h)), rng.normal(size=(seeds, h, h)), rng.normal(size=(seeds, h, 1))]
+    bs = [rng.normal(size=(seeds, 1, h)), rng.normal(size=(seeds, 1, h)), rng.normal(size=(seeds, 1, 1))]
+    x, target = rng.normal(size=(n, d)), rng.normal(size=(1, n, 1))
+    gw, gb = mse_gradients(ws, bs, x, target)
+    tw = [torch.tensor(w, requires_grad=True) for w in ws]
+    tb = [torch.tensor(b, requires_grad=True) for b in bs]
+    out = torch.tensor(x).expand(seeds, n, d)
+    for i in range(len(tw)):
+        out = out @ tw[i] + tb[i]
+        if i < len(tw) - 1:
+            out = torch.nn.functional.silu(out)
+    ((out - torch.tensor(target)) ** 2).mean(dim=(1, 2)).sum().backward()  # each member's own MSE
+    for mine, theirs in zip(gw + gb, tw + tb):
+        np.testing.assert_allclose(mine, theirs.grad.numpy(), rtol=1e-10, atol=1e-12)
