@@ -21,6 +21,7 @@ from typer.core import TyperGroup
 from hwnas import __version__
 from hwnas.errors import HwnasError, InputError, MissingExtraError
 from hwnas.extras import install_hint, missing_extra, need
+from hwnas.families import DEFAULT_FAMILY, family_names, get_family
 from hwnas.progress import OutputConsole
 
 
@@ -76,7 +77,15 @@ def _group(help: str) -> typer.Typer:
     return typer.Typer(help=help, no_args_is_help=True, rich_markup_mode=HELP_MARKUP, cls=_Commands)
 
 
-space_app = _group("Inspect and sample a family's search space (OFA-MobileNetV3, ProxylessNAS, ResNet50: "
+_DEFAULT = get_family(DEFAULT_FAMILY)  # the default family: help texts take its names from here
+
+
+def _or(items) -> str:
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+space_app = _group(f"Inspect and sample a family's search space ({_DEFAULT.title}, ProxylessNAS, ResNet50: "
                    "--family).")
 app.add_typer(space_app, name="space")
 supernet_app = _group("Once-for-all supernet: statistics, subnets.")
@@ -119,11 +128,13 @@ SpaceOpt = typer.Option(None, "--space", help="YAML file with ks/e/d/r choices a
                         "(r may be a range like '32:64:4'). Default: Once-for-All's space.")
 
 
-FAMILY_HELP = "Search-space family: ofa-mbv3 (the default), ofa-proxyless or ofa-resnet50."
+_OTHER_FAMILIES = _or(n for n in family_names() if n != DEFAULT_FAMILY)
+FAMILY_HELP = f"Search-space family: {DEFAULT_FAMILY} (the default), {_OTHER_FAMILIES}."
+_DEFAULT_COLUMNS = ", ".join(f"{g.name}_0..{g.name}_{g.count - 1}" for g in _DEFAULT.gene_groups())
 
 
 def family_option(help: str = FAMILY_HELP):
-    """--family everywhere: None means ofa-mbv3 unless a run or a config names its own."""
+    """--family everywhere: None means the default family unless a run or a config names its own."""
     return typer.Option(None, "--family", help=help)
 
 
@@ -158,11 +169,10 @@ def _data_config(spec: Optional[str]):
 
 
 def _load_space(path: Optional[Path], width_mult: Optional[float] = None):
-    from hwnas.space import SearchSpace
-
-    space = SearchSpace.from_file(path) if path else SearchSpace()
+    """The default family's space from a --space file (or Once-for-All's)."""
+    space = type(_DEFAULT.default_space()).from_file(path) if path else _DEFAULT.default_space()
     if width_mult is not None:
-        space = SearchSpace.from_dict({**space.to_dict(), "width_mult": width_mult})
+        space = _DEFAULT.space_from_dict({**space.to_dict(), "width_mult": width_mult})
     return space
 
 
@@ -244,7 +254,7 @@ def space_info(space_file: Optional[Path] = SpaceOpt,
     family = family or DEFAULT_FAMILY
     fam = get_family(family)
     if family != DEFAULT_FAMILY and space_file is not None:
-        raise InputError(f"--space files describe ofa-mbv3 spaces; leave it out with --family {family}")
+        raise InputError(f"--space files describe {DEFAULT_FAMILY} spaces; leave it out with --family {family}")
     info = describe(_load_space(space_file) if family == DEFAULT_FAMILY else fam.default_space())
     if fmt is InfoFormat.json:  # sizes exceed JSON's safe integer range
         for key in ("size", "size_per_resolution", "networks_per_resolution"):
@@ -275,7 +285,7 @@ class SampleFormat(str, Enum):
     csv = "csv"
 
 
-@space_app.command("sample")
+@space_app.command("sample", help=f"Sample subnets ({_DEFAULT.title}: uniformly over distinct networks).")
 def space_sample(
     samples: Optional[int] = typer.Option(None, "--samples", help="How many subnets to sample (default 10)."),
     num: Optional[int] = old_name("--samples", "-n", "--num"),
@@ -285,7 +295,7 @@ def space_sample(
     space_file: Optional[Path] = SpaceOpt,
     family: Optional[str] = FamilyOpt,
 ) -> None:
-    """Sample subnets (OFA-MobileNetV3: uniformly over distinct networks)."""
+    """Sample subnets (the help names the default family)."""
     from hwnas.families import DEFAULT_FAMILY, get_family
     from hwnas.families.tables import archs_frame
 
@@ -295,7 +305,7 @@ def space_sample(
     family = family or DEFAULT_FAMILY
     fam = get_family(family)
     if family != DEFAULT_FAMILY and space_file is not None:
-        raise InputError(f"--space files describe ofa-mbv3 spaces; leave it out with --family {family}")
+        raise InputError(f"--space files describe {DEFAULT_FAMILY} spaces; leave it out with --family {family}")
     space = _load_space(space_file) if family == DEFAULT_FAMILY else fam.default_space()
     archs = space.sample(n, seed)
     if fmt is SampleFormat.json:
@@ -376,8 +386,8 @@ def latency_fit(
     kind: list[str] = typer.Option([], "--kind", help="Restrict to these predictor kinds (repeatable)."),
     entries: Optional[Path] = typer.Option(None, "--entries", help="Per-block entries CSV for a lookup table."),
     seed: int = seed_option(),
-    family: Optional[str] = family_option("With --table: the rows' search-space family: ofa-mbv3 (the "
-                                          "default), ofa-proxyless or ofa-resnet50. A run's is its own."),
+    family: Optional[str] = family_option(f"With --table: the rows' search-space family: {DEFAULT_FAMILY} (the "
+                                          f"default), {_OTHER_FAMILIES}. A run's is its own."),
 ) -> None:
     """Fit a device's latency predictor, choosing the best kind by cross-validation."""
     from hwnas.latency.api import fit_from_run, fit_from_table
@@ -450,12 +460,12 @@ def latency_eval(
                                                 "same rows: the repeatability to compare with."),
     base: Optional[Path] = typer.Option(None, "--base", help="Few-shot transfer from this predictor."),
     width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Default: the run's, else "
-                                               "the family's (ofa-mbv3: 1.0)."),
+                                               f"the family's ({DEFAULT_FAMILY}: {_DEFAULT.default_width})."),
     classes: int = typer.Option(1000, "--classes", help="With --table: classes of the rows' network."),
     seed: int = seed_option(),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the full report as JSON."),
-    family: Optional[str] = family_option("With --table: the rows' search-space family: ofa-mbv3 (the "
-                                          "default), ofa-proxyless or ofa-resnet50. A run's is its own."),
+    family: Optional[str] = family_option(f"With --table: the rows' search-space family: {DEFAULT_FAMILY} (the "
+                                          f"default), {_OTHER_FAMILIES}. A run's is its own."),
 ) -> None:
     """Held-out accuracy of latency prediction: within ±5/10%, RMSE, MAPE, Kendall, Spearman, learning curve."""
     from hwnas.families import DEFAULT_FAMILY, get_family
@@ -614,12 +624,12 @@ def profile_cmd(
 @supernet_app.command("stats")
 def supernet_stats(
     table: Path = typer.Option(..., "--table", help="CSV of flat rows: r, then the family's genes "
-                               "(ofa-mbv3: ks_0..ks_19, e_0..e_19, d_0..d_4; see `hwnas space info "
+                               f"({DEFAULT_FAMILY}: {_DEFAULT_COLUMNS}; see `hwnas space info "
                                "--family F`)."),
     out: Path = typer.Option(..., "--out", help="Where to write the rows with params and macs columns."),
     family: Optional[str] = FamilyOpt,
     width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Supernet width multiplier "
-                                               "(ofa-mbv3: 1.0 or 1.2; default: the family's)."),
+                                               f"({DEFAULT_FAMILY}: {_or(_DEFAULT.widths)}; default: the family's)."),
     classes: int = typer.Option(1000, "--classes", help="Number of classes of the classifier."),
 ) -> None:
     """Exact parameter count and MACs of each subnet in a table (no network is built)."""
@@ -677,11 +687,11 @@ def supernet_eval(
 @supernet_app.command("import")
 def supernet_import(
     from_ofa: Path = typer.Option(..., "--from-ofa", help="Once-for-All checkpoint file (what "
-                                  "ofa_net('ofa_mbv3_d234_e346_k357_w1.0', pretrained=True) loads), "
+                                  f"ofa_net('{_DEFAULT.published[_DEFAULT.default_width]}', pretrained=True) loads), "
                                   "downloaded yourself."),
     family: Optional[str] = FamilyOpt,
     width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Its width multiplier "
-                                               "(ofa-mbv3: 1.0 or 1.2; ofa-proxyless: 1.3; "
+                                               f"({DEFAULT_FAMILY}: {_or(_DEFAULT.widths)}; ofa-proxyless: 1.3; "
                                                "ofa-resnet50: 1.0). Default: the family's first."),
     out: Path = typer.Option(..., "--out", help="hwnas checkpoint stem to write, e.g. runs/ofa/supernet."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing checkpoint at --out."),
@@ -704,8 +714,8 @@ def train(
     config: Optional[Path] = typer.Option(None, "--config", help="Training YAML (see experiments/)."),
     out: Path = typer.Option(Path("runs/supernet"), "--out", help="Run folder: checkpoints, log."),
     overrides: list[str] = typer.Option([], "--set", help="Override a config key: --set phases.full.epochs=2"),
-    family: Optional[str] = family_option("Search-space family: ofa-mbv3, ofa-proxyless or ofa-resnet50 "
-                                          "(default: the config's, else ofa-mbv3)."),
+    family: Optional[str] = family_option(f"Search-space family: {_or(family_names())} "
+                                          f"(default: the config's, else {DEFAULT_FAMILY})."),
     init_from: Optional[str] = typer.Option(None, "--init-from", help="Transfer: start from this "
                                             "checkpoint stem (or 'shipped') and carry it to --data; "
                                             "without --config the short transfer recipe runs."),

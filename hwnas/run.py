@@ -108,7 +108,7 @@ class RunFiles:
 class RunConfig:
     run_dir: Path
     supernet: str | None  # checkpoint stem; None = the shipped supernet
-    space: Any  # the family's space (`hwnas.space.SearchSpace` for ofa-mbv3, else `FamilySpace`)
+    space: Any  # the family's space (`Family.space_from_dict`'s: the space interface)
     n_classes: int
     # the dataset subnets are evaluated on (`DataConfig` as a dict); None = the supernet's own
     data: dict[str, Any] | None = None

@@ -26,7 +26,7 @@ __all__ = ["ACCURACY_PREDICTOR", "MIN_ROWS", "fit_accuracy_predictor", "load_acc
 ACCURACY_PREDICTOR = RunFiles(Path("")).accuracy_predictor  # relative to a run directory
 MIN_ROWS = 10  # the out-of-fold selection's floor (5 folds of 2 held-out subnets)
 SUGGESTED_ROWS = 100  # what a refusal suggests building: a predictor that ranks usefully
-# A rough CPU rate for cost estimates: OFA-MobileNetV3 subnets ran at 18-176 images/s on this
+# A rough CPU rate for cost estimates: the default family's subnets ran at 18-176 images/s on this
 # project's 2-core CPU (experiments/results/imagenet_stage_times.json), about 8e9 MACs/s.
 CPU_MACS_PER_S = 8e9
 # The held-out images a run's data does not state (Fashion-MNIST's and CIFAR's validation splits

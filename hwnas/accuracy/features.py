@@ -8,7 +8,7 @@
   summary of the genes in the family's style (`Family.compact_summary`):
   ``"groups"``: each gene group that is always active (depths, ResNet's widths) as values, each
   other group (kernels, expand ratios) by the mean of its active genes' values and how many are
-  active; ``"stages"`` (OFA-MobileNetV3's): per depth gene its value, then per gene group its
+  active; ``"stages"`` (the default family's): per depth gene its value, then per gene group its
   slots own the mean over the slots that depth runs.
 
 MACs and parameters are the family's exact vectorised `count_params_macs`.

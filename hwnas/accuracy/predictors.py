@@ -14,7 +14,7 @@ clipped to the range of top-1 the table it was fitted on holds (`clip`), and a s
   tables it memorises (train RMSE ~0) and loses to the others out of fold.
 
 Saved as JSON (kind, settings, scalars, the space and its family) + .npz (arrays, sha256 in the
-JSON); never pickled. Files without a family (written before families existed) are OFA-MobileNetV3.
+JSON); never pickled. Files without a family (written before families existed) are the default family's.
 """
 
 from __future__ import annotations
@@ -73,8 +73,7 @@ class AccuracyPredictor(ABC):
         return [(cls.kind, {"features": f}) for f in ("compact", "full")]
 
     def __init__(self, space, n_classes: int = 10, **settings: Any):
-        """`space`: the run's space, any family (`hwnas.space.SearchSpace` for OFA-MobileNetV3,
-        `hwnas.families.space.FamilySpace` otherwise)."""
+        """`space`: the run's space, any family (the family's space interface)."""
         self.space, self.n_classes = space, int(n_classes)
         self.settings: dict[str, Any] = dict(settings)
         self.clip: tuple[float, float] = (0.0, 100.0)

@@ -22,7 +22,7 @@ import pandas as pd
 from hwnas.dashboard import stats
 from hwnas.run import RunFiles
 from hwnas.search.columns import MEASURED_TOP1, TOP1_PRED, TOP1_STD, measured_ms, ms_pred
-from hwnas.space import N_STAGES, Arch
+from hwnas.space import Arch
 
 __all__ = ["RunFiles", "run_status", "load_pareto", "load_measurements", "load_accuracy",
            "load_search", "load_train_log", "latency_pairs", "device_matrix_all",
@@ -116,7 +116,7 @@ def load_accuracy(files: RunFiles) -> pd.DataFrame:
 
 
 def run_space(files: RunFiles):
-    """The run's search space (of its family): `hwnas.space.SearchSpace` or a `FamilySpace`."""
+    """The run's search space (of its family): the family's space interface."""
     mtime = files.config.stat().st_mtime if files.config.exists() else 0.0
     return _run_space(files.root, mtime)
 
@@ -125,12 +125,12 @@ def run_space(files: RunFiles):
 def _run_space(root: Path, mtime: float):
     from hwnas.errors import HwnasError
     from hwnas.run import open_run
-    from hwnas.space import SearchSpace
+    from hwnas.families import DEFAULT_FAMILY, get_family
 
     try:
         return open_run(root, create=False).space
     except HwnasError:  # no or a broken config.yaml: the first family's columns
-        return SearchSpace()
+        return get_family(DEFAULT_FAMILY).default_space()
 
 
 def arch_codes(files: RunFiles, df: pd.DataFrame) -> np.ndarray:
@@ -193,11 +193,12 @@ def latency_pairs(files: RunFiles, device: str) -> pd.DataFrame:
 def arch_grid(arch) -> pd.DataFrame:
     """Long table for the per-block picture: row, column, colour value, label, used.
 
-    OFA-MobileNetV3: stages x blocks (kernel and expand per used slot). Other families: one row
-    per gene group, one cell per gene (inactive genes, which do not change the network, show —)."""
+    The default family (`hwnas.space.Arch`): stages x blocks (kernel and expand per used slot).
+    Other families: one row per gene group, one cell per gene (inactive genes, which do not change
+    the network, show —)."""
     rows = []
     if isinstance(arch, Arch):
-        for s in range(N_STAGES):
+        for s in range(len(arch.d)):  # one depth per stage
             for j in range(4):
                 i = 4 * s + j
                 used = j < arch.d[s]

@@ -12,7 +12,7 @@ devices are usable only where the plugin says it can (its ``OPTIMIZATION_CAPABIL
 INT8 (`cpu-openvino-int8`): the model is quantized at compile time and the CPU plugin runs its
 quantized layers in u8/i8 (the rest in f32, forced, never bf16). Option `quantizer`:
 "onnx-qdq" (default: ONNX Runtime's static QDQ quantizer, which OpenVINO reads as FakeQuantize;
-every convolution ran u8, 1.26-1.84x faster than f32 (median 1.31x) on OFA-MobileNetV3 subnets
+every convolution ran u8, 1.26-1.84x faster than f32 (median 1.31x) on the default family's subnets
 here, with no extra package) or "nncf" (`nncf.quantize` on the IR, performance preset; needs nncf). The
 artifact records `int8_share` from the compiled model's execution graph.
 """

@@ -5,7 +5,7 @@ Calibration: a backend compiling an INT8 artifact quantizes with the images give
 uses a fixed-seed synthetic batch, so profiling works before real images are wired through. The
 artifact's metadata says which (``"calibration": "images" | "synthetic"``).
 
-What to quantize, per runtime (OFA-MobileNetV3 subnets, 1 thread, this VNNI CPU). ONNX Runtime
+What to quantize, per runtime (the default family's subnets, 1 thread, this VNNI CPU). ONNX Runtime
 with every op quantized: pointwise QLinearConv ran 2.2x faster than fp32, depthwise QLinearConv no
 faster than fp32 NCHWc, SE's ReduceMean fell back to a strided fp32 reduce on NHWC data (0.53 ms
 vs 0.10 at r224), and every hardswish sits between a DQ and a Q (DQ + HardSigmoid + Mul + Q: a

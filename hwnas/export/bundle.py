@@ -174,7 +174,7 @@ def _artifact(root: Path, record: dict[str, Any]):
 
 def bundle_arch(meta: dict[str, Any]) -> Arch | GeneArch:
     """The subnet a bundle holds: its family's arch from Once-for-All's arch dict (bundles written
-    before families are OFA-MobileNetV3, their width in the dict's "w")."""
+    before families are the default family's, their width in the dict's "w")."""
     from hwnas.families import DEFAULT_FAMILY, get_family
 
     family = get_family(str(meta.get("family", DEFAULT_FAMILY)))

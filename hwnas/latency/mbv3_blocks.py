@@ -1,5 +1,5 @@
 """The old per-block helpers of the first family, for code written before families: adapters on
-the family's own `hwnas.families.ofa_mbv3.blocks` and on `hwnas.latency.layout.PartGather`."""
+the family's own `blocks` module (in `hwnas.families`) and on `hwnas.latency.layout.PartGather`."""
 
 from __future__ import annotations
 
@@ -8,11 +8,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from hwnas.errors import InputError
-from hwnas.families.ofa_mbv3.arch import Arch
-from hwnas.families.ofa_mbv3.blocks import (block_cost, entry_module, fixed_cost, head_cost, slot_sizes,
-                                            slot_specs, stem_cost, used_mask)
-from hwnas.families.ofa_mbv3.plan import N_SLOTS
-from hwnas.families.ofa_mbv3.space import SearchSpace
+from hwnas.families.ofa_mbv3.blocks import *  # noqa: F401,F403 (the family's per-block helpers)
+from hwnas.space import FLAT_COLUMNS, Arch
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,7 +30,8 @@ def as_matrix(archs: Sequence[Arch] | np.ndarray) -> np.ndarray:
         archs = list(archs)
         if not all(isinstance(a, Arch) for a in archs):
             raise InputError("expected a list of Arch or an [n, 46] int matrix of flat arch rows")
-        archs = SearchSpace.to_matrix(archs)
+        archs = np.fromiter((v for a in archs for v in a.to_row()), dtype=np.int32,
+                            count=len(archs) * len(FLAT_COLUMNS)).reshape(-1, len(FLAT_COLUMNS))
     return _family().check_model_rows(archs)
 
 
@@ -54,14 +52,15 @@ class SlotGather:
                  fixed_fn: Callable[[int], np.ndarray], n_features: int) -> None:
         from hwnas.latency.layout import PartGather
 
-        last = N_SLOTS + 1  # the head; the stem (part 0) carries `fixed_fn`
+        layout = _family().cost_layout()
+        last = len(layout.parts) - 1  # the head; the stem (part 0) carries `fixed_fn`
 
         def part(p: int, key: tuple[int, ...]) -> np.ndarray:
             if p == 0:
                 return fixed_fn(key[0])
             return np.zeros(n_features) if p == last else block_fn(key[0], p - 1, key[1], key[2])
 
-        self.gather = PartGather(_family().cost_layout(), part, n_features)
+        self.gather = PartGather(layout, part, n_features)
 
     def per_slot(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(per-slot values [n, 20, F] (zero for unused slots), fixed part [n, F])."""

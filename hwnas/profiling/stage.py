@@ -31,7 +31,7 @@ from hwnas.profiling.protocol import ProtocolSettings
 from hwnas.profiling.session import open_session
 from hwnas.profiling.store import MeasurementStore, stats_row
 from hwnas.run import RunConfig
-from hwnas.space import Arch, SearchSpace
+from hwnas.space import Arch
 
 __all__ = ["ProtocolSettings", "select_subnets", "reference_arch", "reference_key", "run_anchor",
            "build_timing_subnet", "block_key", "profile", "measure_subnets"]
@@ -39,7 +39,7 @@ __all__ = ["ProtocolSettings", "select_subnets", "reference_arch", "reference_ke
 ProgressFn = Callable[[str, int, int, str], Any]  # (device, done, total, key)
 
 
-def select_subnets(space: SearchSpace, n: int, seed: int = 0, n_classes: int = 1000) -> list[Arch]:
+def select_subnets(space: Any, n: int, seed: int = 0, n_classes: int = 1000) -> list[Arch]:
     """`n` distinct subnets covering the MACs range evenly (min and max included)."""
     from hwnas.search.operators import sample_graded
 
@@ -80,8 +80,8 @@ class _Job:
 
 def block_key(entry: dict[str, Any], columns: Sequence[str] | None = None) -> str:
     """Store key of one lookup-table entry, e.g. ``block:block/2/1/40/5/6/16`` (the values of
-    `columns`: OFA-MobileNetV3's `ENTRY_COLUMNS` by default, another family's layout's
-    `entry_columns`)."""
+    `columns`: a family's layout's `entry_columns`; by default `ENTRY_COLUMNS`, the default
+    family's)."""
     from hwnas.latency.layout import ENTRY_COLUMNS
 
     return "block:" + "/".join(str(entry[c]) for c in (columns or ENTRY_COLUMNS))
@@ -126,8 +126,8 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
     done_blocks = store.keys(job.device, "block")
     todo = [a for a in job.subnets if a.id not in done_subnets]
     todo_models = [m for m in job.models if m not in done_models]
-    layout = None if space.family.name == "ofa-mbv3" else space.family.cost_layout(space.width_mult, n_classes)
-    entry_columns = None if layout is None else layout.entry_columns
+    layout = space.family.cost_layout(space.width_mult, n_classes)
+    entry_columns = layout.entry_columns
     todo_blocks = [b for b in job.blocks if block_key(b, entry_columns) not in done_blocks]
     total = len(todo) + len(todo_models) + len(todo_blocks)
     summary = {"device": job.device, "measured": 0,
@@ -157,10 +157,7 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
                 measure_one(arch.id, session.timing_subnet(arch), arch.r, kind="subnet", arch=arch,
                             params=params, macs=macs)
             for entry in todo_blocks:
-                from hwnas.latency.layout import entry_module
-
-                module, shape = (entry_module(entry, space.width_mult, n_classes) if layout is None
-                                 else layout.entry_module(entry))
+                module, shape = layout.entry_module(entry)
                 measure_one(block_key(entry, entry_columns), module.eval(), int(entry["size"]),
                             shape=tuple(shape), kind="block", block=entry)
             for spec in todo_models:
@@ -195,20 +192,12 @@ def measure_subnets(run: RunConfig, device: str, archs: Sequence[Arch], *,
     return df.loc[[a.id for a in archs]]
 
 
-def _block_entries(space: SearchSpace, n_classes: int = 1000) -> list[dict[str, Any]]:
-    """Every part a lookup table needs: each (stage, first/later position, kernel, expand) plus stem
-    and head, at the smallest, middle and largest resolution (the table interpolates the rest).
-    Another family: every entry of its cost layout over the space's choices of each part's key
-    columns, at those resolutions."""
-    from hwnas.latency.layout import entry_keys
-
+def _block_entries(space: Any, n_classes: int = 1000) -> list[dict[str, Any]]:
+    """Every part a lookup table needs: every entry of the family's cost layout over the space's
+    choices of each part's key columns (e.g. stage, first/later position, kernel, expand; plus stem
+    and head), at the smallest, middle and largest resolution (the table interpolates the rest)."""
     rs = sorted({space.r_choices[0], space.r_choices[len(space.r_choices) // 2], space.r_choices[-1]})
-    if space.family.name != "ofa-mbv3":
-        return _family_block_entries(space, rs, n_classes)
-    grid = [Arch((k,) * 20, (e,) * 20, (max(space.d_choices),) * 5, r, space.width_mult)
-            for r in rs for k in space.ks_choices for e in space.e_choices]
-    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
-            for row in entry_keys(grid, space.width_mult).to_dict("records")]
+    return _family_block_entries(space, rs, n_classes)
 
 
 def _family_block_entries(space, rs: Sequence[int], n_classes: int) -> list[dict[str, Any]]:

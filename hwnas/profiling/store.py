@@ -1,8 +1,7 @@
 """The run's measurement store: one Parquet table, `runs/<name>/measurements.parquet`.
 
 One row per measured thing on one device: a subnet (`kind="subnet"`, with the flat arch columns
-of the run's family, as values: ``r, ks_0..ks_19, e_0..e_19, d_0..d_4`` for OFA-MobileNetV3, the
-family's `flat_columns` for the others; a run has one family, so one set of columns),
+of the run's family, as values: the family's `flat_columns`; a run has one family, so one set of columns),
 a single block for lookup tables (`kind="block"`), a reference model such as a timm network
 (`kind="model"`), or the profiler's reference subnet, whose latency is the device's anchor in this
 run (`kind="reference"`, see `hwnas.profiling.anchors`). Columns: identity (`device`, `kind`,
@@ -56,7 +55,7 @@ def stats_row(device: str, kind: str, key: str, stats: LatencyStats, *, arch: Ar
               params: int | None = None, macs: int | None = None, block: Mapping[str, Any] | None = None,
               meta: Mapping[str, Any] | None = None, columns: Sequence[str] | None = None) -> dict[str, Any]:
     """One store row from a measurement. `columns`: the run's flat columns (default: the arch's
-    family's, else OFA-MobileNetV3's), -1 in each when the row is not a subnet."""
+    family's, else the default family's), -1 in each when the row is not a subnet."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     d = stats.to_dict()
@@ -131,7 +130,7 @@ def read_measurements(run_dir: str | Path, device: str | None = None, kind: str 
         raise TableError(f"measurement store {path} is unreadable ({type(err).__name__}); "
                          "restore it or move it away and profile again") from None
     missing = [c for c in _REQUIRED if c not in df.columns]
-    if not missing:  # the flat columns of one family (OFA-MobileNetV3's in stores before families)
+    if not missing:  # the flat columns of one family (the default family's in stores before families)
         from hwnas.families import family_names, get_family
 
         gaps = [[c for c in get_family(f).flat_columns() if c not in df.columns] for f in family_names()]

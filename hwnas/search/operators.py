@@ -2,7 +2,7 @@
 
 A search scores ~50,000 archs, so the operators work on whole [n, columns] matrices with numpy.
 They see a space only through its matrix interface (`column_choices`, `active_mask`,
-`canonical`: `hwnas.space.SearchSpace` and `hwnas.families.space.FamilySpace` both have it), so
+`canonical`: every family's space has it), so
 they work for every family. Every result is canonical (inactive genes hold the family's filler),
 so equal networks are equal rows and `unique_rows` deduplicates them.
 """

@@ -1,6 +1,6 @@
 """Search with Optuna's samplers: NSGA-II and multivariate multi-objective TPE.
 
-Each flat column of the space (46 for OFA-MobileNetV3; any family's `flat_columns`) is one
+Each flat column of the space (any family's `flat_columns`) is one
 categorical parameter over its `column_choices()` (the int-matrix codes), suggested in every trial,
 so the search space is fixed (samplers model all of it); genes a network does not use (slots past
 a stage's depth) are ignored when the row is made canonical. Trials are asked in batches, the batch is scored with one call of each predictor,

@@ -2,7 +2,7 @@
 
 Lookup-table latency predictors, linear analytic ones, MACs and parameter counts all have the form
 ``cost = F(context) + sum over running slots of B(slot, its context, its genes)`` (the family's
-`slot_layout`; for OFA-MobileNetV3 and ProxylessNAS the context is the resolution, a slot's genes
+`slot_layout`; for the MobileNet-style families the context is the resolution, a slot's genes
 its kernel and expand). Such a model is fully known from a few thousand probe rows
 (`hwnas.search.slots.SpaceSlots.probes`), one batched call; afterwards a search scores a
 generation with one fancy-index gather instead of calling the model (which may rebuild its tables

@@ -1,5 +1,5 @@
-"""Supernets: loading (`load_supernet`), training, transfer, fine-tuning; OFA-MobileNetV3's network and
-exact cost counting (defined in `hwnas.families.ofa_mbv3`) are re-exported under their old names.
+"""Supernets: loading (`load_supernet`), training, transfer, fine-tuning; the default family's network
+and exact cost counting (defined in `hwnas.families`) are re-exported under their old names.
 
 Names load lazily: the cost counters need no torch, and `hwnas search` should not pay for it.
 """

@@ -31,6 +31,7 @@ from safetensors.torch import load as st_load, save as st_save
 from torch import nn
 
 from hwnas.errors import CheckpointError, InputError
+from hwnas.families import DEFAULT_FAMILY
 from hwnas.fileio import atomic_write_bytes, atomic_write_json
 from hwnas.supernet.checkpoint_meta import (FORMAT, VERSION, CheckpointPaths, checkpoint_paths,
                                             load_checkpoint_meta, read_json)
@@ -60,8 +61,8 @@ class CheckpointMeta(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    family: str = "ofa-mbv3"  # hwnas.families registry name
-    space: dict[str, Any] | None = None  # the family's space as a dict; a SearchSpace is accepted
+    family: str = DEFAULT_FAMILY  # hwnas.families registry name
+    space: dict[str, Any] | None = None  # the family's space as a dict; a space object is accepted
     n_classes: int | None = None
     dataset: str | None = None
     class_names: list[str] = []
@@ -75,10 +76,8 @@ class CheckpointMeta(BaseModel):
     @field_validator("space", mode="before")
     @classmethod
     def _space_as_dict(cls, value: Any) -> Any:
-        from hwnas.space import SearchSpace
-
-        if isinstance(value, SearchSpace):
-            return value.to_dict()
+        if not isinstance(value, Mapping) and hasattr(value, "to_dict") and hasattr(value, "family"):
+            return value.to_dict()  # a space object (any family's)
         return value
 
     @model_validator(mode="after")

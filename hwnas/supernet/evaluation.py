@@ -26,7 +26,7 @@ def evaluate_subnets(model: Any, archs: Sequence[Any], loaders: Loaders, *,
     """top-1 (%) and loss of each arch on `split` ("val" or "test") after BN recalibration.
 
     `model`: any family's supernet (`hwnas.supernet.pretrained.load_supernet`); `archs`: its archs
-    (`hwnas.space.Arch` for OFA-MobileNetV3, `hwnas.families.GeneArch` otherwise), each with `.r`
+    (the family's arch type), each with `.r`
     and `.id`, as its ``get_subnet`` accepts them."""
     if split not in ("val", "test"):
         raise InputError(f"split must be 'val' or 'test', got {split!r}")

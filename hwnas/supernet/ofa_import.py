@@ -1,13 +1,14 @@
 """Import Once-for-All's published supernets (every family) as hwnas checkpoints.
 
-Once-for-All's ``ofa.model_zoo.ofa_net("ofa_mbv3_d234_e346_k357_w1.0", pretrained=True)`` (and
-``..._w1.2``) downloads one file and runs ``net.load_state_dict(torch.load(path)["state_dict"])``.
+Once-for-All's ``ofa.model_zoo.ofa_net(name, pretrained=True)``, for a published name
+(`Family.published`, e.g. the default family's at W=1.0 and 1.2), downloads one file and runs
+``net.load_state_dict(torch.load(path)["state_dict"])``.
 That file is what `import_ofa_checkpoint` reads, with ``torch.load(..., weights_only=True)`` only:
 a pickle that needs code to load is refused, never executed. A bare state dict (the ``"state_dict"``
 value saved on its own) and ``module.``-prefixed keys (a DataParallel wrapper) are accepted too.
 
-Which tensors a file must hold is its family's `Family.ofa_layout` (for OFA-MobileNetV3,
-`hwnas.families.ofa_mbv3.plan.ofa_layout`, which shows the key layout); hwnas's networks name their
+Which tensors a file must hold is its family's `Family.ofa_layout` (for the default family, its
+`plan.ofa_layout`, which shows the key layout); hwnas's networks name their
 modules like Once-for-All's (`hwnas.families.layers`), so every key maps onto the hwnas key of the
 same name (`Family.hwnas_key`) and computes the same subnets.
 
@@ -30,7 +31,7 @@ import torch
 
 from hwnas.errors import CheckpointError, InputError
 from hwnas.fileio import sha256_file
-from hwnas.families import DEFAULT_FAMILY
+from hwnas.families import DEFAULT_FAMILY, get_family
 from hwnas.families.base import IMAGENET_MEAN, IMAGENET_STD
 from hwnas.families.ofa_mbv3.plan import ofa_layout as ofa_mbv3_layout  # its historic name here
 from hwnas.supernet.checkpoint import checkpoint_exists, checkpoint_paths, save_checkpoint
@@ -49,6 +50,12 @@ __all__ = [
 N_CLASSES = 1000
 
 
+def _default_published() -> str:
+    """The default family's published supernet at its default width (what error messages name)."""
+    fam = get_family(DEFAULT_FAMILY)
+    return fam.published[fam.default_width]
+
+
 # -- keys -------------------------------------------------------------------------------------
 def hwnas_key(ofa_key: str) -> str:
     """The hwnas supernet's key for one of Once-for-All's: the same name (hwnas mirrors OFA's
@@ -63,7 +70,7 @@ def read_ofa_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path} does not exist; download the Once-for-All checkpoint yourself "
-                         "(e.g. ofa_mbv3_d234_e346_k357_w1.0) and pass its path")
+                         f"(e.g. {_default_published()}) and pass its path")
     if not path.is_file():
         raise InputError(f"{path} is not a file; pass the Once-for-All checkpoint file itself")
     if path.stat().st_size == 0:

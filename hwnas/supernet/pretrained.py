@@ -1,6 +1,6 @@
 """Load a trained supernet (the shipped one by default) and ship a training run's result.
 
-The shipped supernet lives in ``hwnas/assets/`` as fp16 safetensors + JSON: OFA-MobileNetV3 W=1.0
+The shipped supernet lives in ``hwnas/assets/`` as fp16 safetensors + JSON: the default family at W=1.0
 trained on Fashion-MNIST's original training images (`experiments/supernet_fashion.yaml`, then
 `experiments/supernet_fashion_elastic.yaml`), evaluated on the embedded copy, so search and export
 work right after install with nothing to download.

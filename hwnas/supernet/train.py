@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hwnas.distributed import dist_info, init_distributed
 from hwnas.errors import CheckpointError, ConfigError, InputError
+from hwnas.families import DEFAULT_FAMILY
 from hwnas.fileio import atomic_write_json, atomic_write_text
 from hwnas.space import Arch
 from hwnas.supernet.data import DataConfig, build_loaders, resize_batch
@@ -56,7 +57,7 @@ class TrainConfig(BaseModel):
     """Everything `hwnas train` needs; loaded from YAML, overridable with --set key=value."""
 
     model_config = ConfigDict(extra="forbid")
-    family: str = "ofa-mbv3"  # hwnas.families registry name
+    family: str = DEFAULT_FAMILY  # hwnas.families registry name
     data: DataConfig = Field(default_factory=DataConfig)
     space: dict[str, Any] = Field(default_factory=lambda: {"r": "32:64:4"})
     dropout: float = 0.1
@@ -111,7 +112,7 @@ class TrainConfig(BaseModel):
         return v
 
     def search_space(self):
-        """The family's space (`SearchSpace` for ofa-mbv3, `FamilySpace` otherwise)."""
+        """The family's space (`Family.space_from_dict`: the space interface)."""
         from hwnas.families import get_family
 
         return get_family(self.family).space_from_dict(self.space)
@@ -174,7 +175,7 @@ class Phase:
     epochs: int
     lr: float
     warmup_epochs: float
-    space: Any  # the family's space: SearchSpace (ofa-mbv3) or FamilySpace
+    space: Any  # the family's space (the space interface)
     distill: bool
     sort_channels_first: bool = False
 
@@ -451,7 +452,7 @@ def _recipe(config: dict[str, Any] | None) -> dict[str, Any] | None:
     if config is None:
         return None
     # a setting added after the run started takes its default (runs from before families were
-    # ofa-mbv3, from before `distill` used a frozen teacher: both the defaults)
+    # the default family's, from before `distill` used a frozen teacher: both the defaults)
     config = _deep_merge(TrainConfig.model_construct().model_dump(mode="json", warnings=False), config)
     return {k: v for k, v in config.items() if k not in _EXECUTION_KEYS}
 

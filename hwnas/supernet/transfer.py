@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwnas.errors import InputError
+from hwnas.families import DEFAULT_FAMILY
 
 if TYPE_CHECKING:
     import torch.nn as nn
@@ -55,7 +56,7 @@ def transfer_config(init_from: str | Path, data: Any, config: str | Path | None 
     from hwnas.supernet.train import TrainConfig, load_train_config
 
     meta = load_checkpoint_meta(source_stem(init_from))
-    base = {**TrainConfig().model_dump(mode="json"), "family": meta.get("family", "ofa-mbv3"),
+    base = {**TrainConfig().model_dump(mode="json"), "family": meta.get("family", DEFAULT_FAMILY),
             "space": meta["space"], "dropout": meta.get("extra", {}).get("config", {}).get("dropout", 0.1)}
     if config is None:
         base.update(TRANSFER_RECIPE, phases=dict(TRANSFER_RECIPE["phases"]))
@@ -72,7 +73,7 @@ def load_source(cfg: "TrainConfig", model: "nn.Module", class_names: list[str]) 
 
     stem = source_stem(cfg.init_from)
     meta = load_checkpoint_meta(stem)
-    family = meta.get("family", "ofa-mbv3")
+    family = meta.get("family", DEFAULT_FAMILY)
     if family != cfg.family:
         raise InputError(f"--init-from {cfg.init_from} is an {family} supernet but the training config "
                          f"says {cfg.family}; leave the family out (it is the source's) or start "
