@@ -60,8 +60,24 @@ def _family() -> Family:
 
 # Equality, hash and repr are written out (not generated) so they stay what they were before `Arch`
 # became a `GeneArch`: over (ks, e, d, r, w) only, a hash without strings (the same in every process).
+class FieldIdentity:
+    """Equality and hash from `_fields()` alone (a plain tuple: the same hash in every process),
+    for the family's arch and space, whose other attributes derive from those fields."""
+
+    def _fields(self) -> tuple:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+
 @dataclass(frozen=True, init=False, eq=False, repr=False)
-class Arch(GeneArch):
+class Arch(FieldIdentity, GeneArch):
     """One subnet: per-slot kernel sizes `ks` and expand ratios `e`, per-stage depths `d`,
     input resolution `r`, and the supernet's width multiplier `w`.
 
@@ -105,14 +121,6 @@ class Arch(GeneArch):
     # -- identity -------------------------------------------------------------------------
     def _fields(self) -> tuple:
         return self.ks, self.e, self.d, self.r, self.w
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._fields() == other._fields()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
 
     def __repr__(self) -> str:
         return f"Arch(ks={self.ks!r}, e={self.e!r}, d={self.d!r}, r={self.r!r}, w={self.w!r})"

@@ -18,7 +18,7 @@ import numpy as np
 
 from hwnas.errors import ConfigError, InputError
 from hwnas.families.base import OFA_RESOLUTIONS, Family
-from hwnas.families.ofa_mbv3.arch import FLAT_COLUMNS, PAD_E, PAD_KS, ROW_LEN, Arch, as_int
+from hwnas.families.ofa_mbv3.arch import FLAT_COLUMNS, PAD_E, PAD_KS, ROW_LEN, Arch, FieldIdentity, as_int
 from hwnas.families.ofa_mbv3.plan import D_CHOICES, E_CHOICES, KS_CHOICES, MAX_DEPTH, N_SLOTS, N_STAGES
 from hwnas.families.space import FamilySpace, parse_range
 
@@ -49,7 +49,7 @@ def _family() -> Family:
 # Constructor, equality, hash and repr are written out (not generated) so they stay what they were
 # before `SearchSpace` became a `FamilySpace`: over (ks, e, d, r, width) only.
 @dataclass(frozen=True, init=False, eq=False, repr=False)
-class SearchSpace(FamilySpace):
+class SearchSpace(FieldIdentity, FamilySpace):
     """The choices of the OFA-MobileNetV3 space. Defaults are Once-for-All's own."""
 
     # FamilySpace's fields, derived rather than passed
@@ -76,14 +76,6 @@ class SearchSpace(FamilySpace):
 
     def _fields(self) -> tuple:
         return self.ks_choices, self.e_choices, self.d_choices, self.r_choices, self.width_mult
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._fields() == other._fields()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
 
     def __repr__(self) -> str:
         ks, e, d, r, w = self._fields()
