@@ -9,8 +9,7 @@ from __future__ import annotations
 from hwnas.lazy import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
-    "hwnas.families.ofa_mbv3.network": ("OFAMobileNetV3", "MobileNetV3Subnet"),
-    "hwnas.families.ofa_mbv3.plan": ("mbv3_plan",),
+    "hwnas.supernet.ofa_mbv3": ("OFAMobileNetV3", "MobileNetV3Subnet", "mbv3_plan"),
     "hwnas.channels": ("make_divisible",),
     "hwnas.supernet.stats": ("count_params", "count_macs", "count_params_macs", "stats_frame"),
     "hwnas.supernet.pretrained": ("load_supernet", "shipped_checkpoint"),

@@ -39,7 +39,6 @@ from hwnas.supernet.checkpoint import checkpoint_exists, checkpoint_paths, save_
 __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
-    "ofa_mbv3_layout",
     "hwnas_key",
     "read_ofa_state_dict",
     "describe_ofa_file",
