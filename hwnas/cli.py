@@ -760,6 +760,12 @@ def _algo_enum() -> type[Enum]:
 
 
 Algo = _algo_enum()
+_SEARCH_FLAGS = {"n_trials": "--trials", "objectives": "--objective"}  # settings whose flag is not their name
+
+
+def _search_flag(setting: str) -> str:
+    """The `hwnas search` flag of a `SearchSettings` field, for the library's error lines."""
+    return _SEARCH_FLAGS.get(setting, "--" + setting.replace("_", "-"))
 
 
 @app.command("search")
@@ -812,45 +818,28 @@ def search_cmd(
     top-1 on the test split and latency with margin for measurement noise. The accuracy predictor
     is fitted on the run's accuracy table as it is (`hwnas accuracy build` grows it, or
     --accuracy-samples)."""
-    from hwnas.accuracy.api import check_accuracy_table
     from hwnas.progress import EventProgress
     from hwnas.run import open_run
-    from hwnas.search import run_search
-    from hwnas.search.api import PRECISIONS
+    from hwnas.search import SearchSettings, run_search
+    from hwnas.search.checks import SettingError
+    from hwnas.search.goals import objectives_beyond
 
-    if precision not in PRECISIONS:
-        raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-
-    if workers < 1:
-        raise InputError(f"--workers must be at least 1, got {workers}")
-    if any(not ms > 0 or ms == float("inf") for ms in latency_ms):
-        raise InputError(f"--latency-ms must be a positive number of ms, got {latency_ms}")
-    for flag, value in (("--population", population), ("--generations", generations),
-                        ("--trials", trials), ("--top-k", top_k), ("--accuracy-checks", accuracy_checks),
-                        ("--int8-samples", int8_samples)):
-        if value is not None and value < 1:
-            raise InputError(f"{flag} must be at least 1, got {value}; leave it out for the default")
-    for flag, value in (("--max-macs", max_macs), ("--max-params", max_params)):
-        if value is not None and not (0 < value < float("inf")):
-            raise InputError(f"{flag} must be a positive count (e.g. 3e8), got {value:g}; leave "
-                             "it out for no limit")
-    finetune = _finetune_settings(finetune_epochs, seed)
-    # before any other work: a run without a usable accuracy table is one line, not a long build
-    cfg = open_run(run, create=False)
-    check_accuracy_table(cfg, accuracy_samples)
-    objectives = ["top1", *[f"ms:{d}" for d in device], *objective] if objective else None
-    with EventProgress(err_console) as bar:
-        res = run_search(run, device if len(device) > 1 else device[0],
-                         latency_ms if len(latency_ms) > 1 else latency_ms[0], algo=algo.value, pareto=pareto,
-                         workers=workers, storage=storage, top_k=top_k, seed=seed, verify=verify,
-                         devices_file=devices_file, progress=bar, objectives=objectives, max_macs=max_macs,
-                         max_params=max_params, population=population, generations=generations,
-                         n_trials=trials, accuracy_samples=accuracy_samples, accuracy_checks=accuracy_checks,
-                         latency_margin=latency_margin, accuracy_risk=accuracy_risk, plot=plot,
-                         precision=precision, int8_samples=int8_samples)
+    try:  # the library checks the settings; its lines name them as flags here
+        settings = SearchSettings(
+            tuple(device), tuple(latency_ms), algo=algo.value, pareto=pareto, workers=workers, storage=storage,
+            top_k=top_k, seed=seed, verify=verify, devices_file=devices_file,
+            objectives=objectives_beyond(device, objective), max_macs=max_macs, max_params=max_params,
+            population=population, generations=generations, n_trials=trials, accuracy_samples=accuracy_samples,
+            accuracy_checks=accuracy_checks, latency_margin=latency_margin, accuracy_risk=accuracy_risk,
+            plot=plot, precision=precision, int8_samples=int8_samples)
+        finetune = _finetune_settings(finetune_epochs, seed)
+        with EventProgress(err_console) as bar:
+            res = run_search(run, settings, progress=bar)
+    except SettingError as err:
+        raise InputError(err.render(_search_flag)) from None
     _print_best(res)
     if finetune is not None and res.best:
-        _finetune_best(cfg, res, finetune)
+        _finetune_best(open_run(run, create=False), res, finetune)
     if not res.ok:
         raise typer.Exit(1)
 

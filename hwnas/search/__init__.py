@@ -1,7 +1,9 @@
 """Search the supernet for the accuracy/latency Pareto front of a device.
 
-`run_search` is the whole stage (what ``hwnas search`` calls). The parts: the problem definition
-over predictors (`problem`), the algorithms behind one base class and registry (`algorithms`),
+`run_search(run_dir, SearchSettings(...))` is the whole stage (what ``hwnas search`` calls; the
+settings are checked once, in `settings`, by the rules of `checks`). The parts: the problem over
+predictors (`problem`, made of `goals`, `costs`, `top1`, `precision`'s drop model and `usage`;
+it scores `batch`es), the algorithms behind one base class and registry (`algorithms`),
 vectorised operators on the int matrix (`operators`), Once-for-All's constrained evolution
 (`evolution`), NSGA-II (`nsga2`), Optuna samplers with shared storage (`optuna_search`),
 Pareto/hypervolume helpers (`pareto`) and verification on the real device (`verify`). The fast
@@ -19,7 +21,8 @@ from __future__ import annotations
 from hwnas.lazy import lazy_exports
 
 __all__, __getattr__ = lazy_exports(__name__, {
-    "hwnas.search.api": ("ALGORITHMS", "SearchResult", "run_search"),
+    "hwnas.search.api": ("ALGORITHMS", "SearchResult", "SearchHooks", "run_search"),
+    "hwnas.search.settings": ("SearchSettings",),
     "hwnas.accuracy": ("ensure_accuracy_predictor",),
     "hwnas.search.problem": ("Problem", "Batch", "SearchOutcome", "PredictorMissing"),
     "hwnas.search.algorithms": ("SearchAlgorithm", "get_algorithm", "algorithm_names"),

@@ -1,8 +1,8 @@
 """Search algorithms behind one small base class and a registry (the CLI's ``--algo`` choices).
 
-`SearchAlgorithm.run` is the template every algorithm follows: check the settings the user gave
-(in one place: counts are positive, ``--workers``/``--storage`` only for algorithms that run in
-several processes), record them, then `_search`. Adding an algorithm = one subclass here with
+`SearchAlgorithm.run` is the template every algorithm follows: check the request (counts are
+positive, ``workers``/``storage`` only for algorithms that run in several processes: the rules of
+`hwnas.search.checks`), record it, then `_search`. Adding an algorithm = one subclass here with
 `@register` (its module may import lazily), nothing else to edit.
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from hwnas.errors import InputError
+from hwnas.search.checks import SettingError, whole_number
 
 if TYPE_CHECKING:
     from hwnas.search.problem import Problem
@@ -42,10 +43,11 @@ class SearchRequest:
 
 
 class SearchAlgorithm(ABC):
-    """One search algorithm. Subclasses set `name` (the ``--algo`` value) and implement `_search`."""
+    """One search algorithm. Subclasses set `name` (the `algo` setting, ``--algo``) and implement
+    `_search`."""
 
     name: ClassVar[str]
-    #: runs in several processes sharing a study (takes --workers and --storage)
+    #: runs in several processes sharing a study (takes `workers` and `storage`)
     parallel: ClassVar[bool] = False
     #: the modules `_search` imports (lazily, so this registry stays cheap to import)
     modules: ClassVar[tuple[str, ...]] = ()
@@ -65,15 +67,19 @@ class SearchAlgorithm(ABC):
         return self._search(problem, request, settings, progress), settings
 
     def check(self, request: SearchRequest) -> None:
-        for flag, value in (("--population", request.population), ("--generations", request.generations),
-                            ("--trials", request.n_trials), ("--workers", request.workers)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise InputError(f"{flag} must be a whole number of at least 1, got {value!r}; leave it "
-                                 "out for the default")
-        if not self.parallel and (request.workers != 1 or request.storage is not None):
+        """One `SettingError` line for a request this algorithm cannot run (the counts' rules are
+        `hwnas.search.checks`', shared with `hwnas.search.settings.SearchSettings`)."""
+        for name in ("population", "generations", "n_trials"):
+            whole_number(name, getattr(request, name), optional=True)
+        whole_number("workers", request.workers)
+        self.check_parallel(request.workers, request.storage)
+
+    def check_parallel(self, workers: int, storage: str | None) -> None:
+        """`workers` and `storage` are for the algorithms that run in several processes."""
+        if not self.parallel and (workers != 1 or storage is not None):
             parallel = ", ".join(n for n in algorithm_names() if _REGISTRY[n].parallel)
-            raise InputError(f"--workers and --storage apply to {parallel}; '{self.name}' runs "
-                             "vectorised in one process")
+            raise SettingError(f"{{workers}} and {{storage}} apply to {parallel}; '{self.name}' runs "
+                               "vectorised in one process", "workers", "storage")
 
     @abstractmethod
     def _search(self, problem: Problem, request: SearchRequest, settings: dict[str, Any],

@@ -6,6 +6,9 @@ verify like a user would: evaluate the best candidates' top-1 for real on the te
 the accuracy table never saw) and order them by it, measure them on the real device (dropping and
 replacing any whose latency does not hold with margin for the protocol's noise), and write
 ``pareto.csv``, ``search.json`` and ``pareto.png`` into the run as one unit.
+
+What to search for is one `SearchSettings` (`hwnas.search.settings`), checked before anything is
+read; the run is read and written through `open_run` / `RunFiles` alone.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import json
 import math
 import platform
 import uuid
-import re
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -25,24 +27,23 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from hwnas.errors import BudgetError, DeviceError, InputError
+from hwnas.errors import BudgetError
 from hwnas.fileio import atomic_path, json_safe
-from hwnas.run import RunFiles, run_lock
+from hwnas.run import RunFiles
 from hwnas.accuracy import ensure_accuracy_predictor, measured_accuracy, regression_metrics
-from hwnas.search.algorithms import SearchRequest, algorithm_names, get_algorithm
+from hwnas.search.algorithms import algorithm_names, get_algorithm
 from hwnas.search.operators import unique_rows
 from hwnas.search.pareto import front_mask, hypervolume
-from hwnas.search.problem import (TOP1, Batch, PredictorMissing, Problem, SearchOutcome, latency_predictor_path,
-                                  load_latency_predictor, ms_key)
-from hwnas.search.verify import (DEFAULT_MARGIN, Measure, Verification, acceptance_rule, device_measure,
-                                 verify_candidates)
+from hwnas.search.precision import (PRECISIONS, SEARCHED, drop_model, precision_report, precision_top1,
+                                    precision_variants)
+from hwnas.search.problem import (TOP1, Batch, PredictorMissing, Problem, SearchOutcome, load_latency_predictor,
+                                  ms_key)
+from hwnas.search.settings import SearchSettings
+from hwnas.search.verify import Measure, Verification, acceptance_rule, device_measure, verify_candidates
 
-__all__ = ["ALGORITHMS", "PRECISIONS", "SearchResult", "run_search"]
+__all__ = ["ALGORITHMS", "PRECISIONS", "SearchHooks", "SearchResult", "SearchSettings", "run_search"]
 
 ALGORITHMS = algorithm_names()
-SEARCHED = ("fp32", "bf16", "int8")  # the precisions a search scores subnets in (their index: _PREC)
-REDUCED = SEARCHED[1:]  # scored on a device's variant (`precision_variant`), top-1 minus a measured drop
-PRECISIONS = (*SEARCHED, "auto")
 
 Progress = Callable[..., Any]  # progress(event, **fields); events: accuracy, search, verify
 AccuracyMeasure = Callable[[Sequence[Any]], np.ndarray]  # archs (the run's family's) -> measured top-1 (%)
@@ -73,49 +74,31 @@ class SearchResult:
         return bool(self.best)
 
 
-def _as_budgets(device: str | Sequence[str], latency_ms: float | Sequence[float]) -> dict[str, float]:
-    devices = [device] if isinstance(device, str) else list(device)
-    if not devices:
-        raise InputError("name a --device to search for")
-    if len(set(devices)) != len(devices):
-        raise InputError(f"a device is named twice: {devices}")
-    values = [latency_ms] * len(devices) if isinstance(latency_ms, (int, float)) else list(latency_ms)
-    if len(values) != len(devices):
-        raise InputError(f"give one --latency-ms for all devices or one per device; got {len(values)} "
-                         f"for {len(devices)} devices")
-    out = {}
-    for d, v in zip(devices, values):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 and math.isfinite(v)):
-            raise InputError(f"--latency-ms must be a positive number of milliseconds, got {v!r}")
-        out[d] = float(v)
-    return out
+@dataclass(frozen=True)
+class SearchHooks:
+    """Stand-ins for what verification measures for real (tests, benchmarks): `measure` (device,
+    archs) -> ms replaces the devices; `measure_accuracy` archs -> test top-1 replaces evaluating
+    the supernet; `measure_precision_accuracy` {precision: fn} the bf16 / INT8 artifacts' top-1;
+    `drop_models` {precision: model} the measured drop models."""
+
+    measure: Measure | None = None
+    measure_accuracy: AccuracyMeasure | None = None
+    measure_precision_accuracy: Mapping[str, AccuracyMeasure] | None = None
+    drop_models: Mapping[str, Any] | None = None
 
 
-def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: float | Sequence[float],
-               algo: str = "evolution", pareto: bool = False, workers: int = 1, storage: str | None = None,
-               top_k: int = 5, seed: int = 0, verify: bool = True, devices_file: str | Path | None = None,
-               progress: Progress | None = None, *, objectives: Sequence[str] | None = None,
-               max_macs: float | None = None, max_params: float | None = None,
-               population: int | None = None, generations: int | None = None, n_trials: int | None = None,
-               study_name: str | None = None, accuracy_samples: int | None = None, protocol=None,
-               measure: Measure | None = None, max_measure: int | None = None,
-               measure_accuracy: AccuracyMeasure | None = None, accuracy_checks: int | None = None,
-               latency_margin: float = DEFAULT_MARGIN, accuracy_risk: float = 1.0,
-               plot: bool = True, precision: str = "fp32", int8_samples: int = 8,
-               drop_models: Mapping[str, Any] | None = None,
-               measure_precision_accuracy: Mapping[str, AccuracyMeasure] | None = None) -> SearchResult:
-    """Search the run's supernet for subnets meeting `latency_ms` on `device` (or one budget per
-    device in a list) and write pareto.csv, search.json and pareto.png into the run.
+def run_search(run_dir: str | Path, settings: SearchSettings | str | Sequence[str], *args: Any,
+               progress: Progress | None = None, hooks: SearchHooks | None = None, **keywords: Any) -> SearchResult:
+    """Search the run's supernet for subnets meeting the settings' latency budgets and write
+    pareto.csv, search.json and pareto.png into the run: ``run_search(run_dir, SearchSettings(...))``.
 
-    algo: "evolution" (Once-for-All's constrained finder; with `pareto`, the NSGA-II mode),
-    "nsga2" (vectorised NSGA-II), "optuna-nsga2" / "optuna-tpe" (Optuna samplers, `workers`
-    processes, `storage` URL or the run's journal file), "random" (baseline).
-    `objectives` beyond top-1 and the first device's latency: any of "ms:<device>", "macs", "params".
+    The keyword call of earlier versions, ``run_search(run_dir, device, latency_ms, algo=...,
+    ...)``, still works: its keywords are `SearchSettings`' and `SearchHooks`'.
+
     The top-1 objective is ``predicted - accuracy_risk * sigma`` (see `Problem`); pareto.csv reports
     the prediction itself (`top1_pred`), its sigma and the objective (`top1_objective`).
     With `verify`: the `accuracy_checks` (default 3 * top_k) best candidates by predicted top-1 are
-    evaluated on the test split and ordered by measured top-1 (`measure_accuracy` replaces the
-    supernet in tests); then they are measured on each device (`measure` replaces the real device)
+    evaluated on the test split and ordered by measured top-1; then they are measured on each device
     until `top_k` hold every budget with `latency_margin` (see `hwnas.search.verify`).
 
     `precision`: "fp32" (the devices as named), "bf16" / "int8" (each device's variant in that
@@ -125,43 +108,59 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
     precision that wins for it; a variant that is not usable here and was never fitted in this run
     is left out, and search.json says why). bf16 / INT8 top-1 is the predicted fp32 top-1 minus
     the drop model of the first device's variant (`hwnas.accuracy.int8`: measured on `int8_samples`
-    subnets when its table is shorter; `drop_models` {precision: model} replaces them in tests).
-    Each precision is searched on its own (same algorithm and seed) and the archives are merged
-    into one front, so every algorithm runs unchanged. bf16 / INT8 candidates are verified on the
-    variant device, and their measured top-1 is that artifact's on the test split
-    (`measure_precision_accuracy` {precision: fn} replaces it in tests). pareto.csv says each row's
-    ``precision`` and the device its latency belongs to (``ms_device``, ``ms_device:<device>``);
-    its latency columns stay named by the devices given.
+    subnets when its table is shorter). Each precision is searched on its own (same algorithm and
+    seed) and the archives are merged into one front, so every algorithm runs unchanged. bf16 /
+    INT8 candidates are verified on the variant device, and their measured top-1 is that
+    artifact's on the test split. pareto.csv says each row's ``precision`` and the device its
+    latency belongs to (``ms_device``, ``ms_device:<device>``); its latency columns stay named by
+    the devices given.
     """
+    if not isinstance(settings, SearchSettings):
+        settings, progress, hooks = _from_keywords(settings, *args, progress=progress, hooks=hooks, **keywords)
+    elif args or keywords:
+        raise TypeError("run_search(run_dir, settings, *, progress=None, hooks=None): every option is a "
+                        "SearchSettings field")
+    from hwnas.accuracy.api import check_accuracy_table
     from hwnas.run import open_run
 
-    t0 = time.perf_counter()
-    _check_precision(precision)
     run = open_run(run_dir, create=False)
-    run_dir = Path(run_dir)
-    budgets = _as_budgets(device, latency_ms)
-    devices = list(budgets)
-    algorithm = get_algorithm(algo)  # settings are checked before anything slow runs
-    request = SearchRequest(run_dir, seed=seed, pareto=pareto, population=population, generations=generations,
-                            n_trials=n_trials, workers=workers, storage=storage, study_name=study_name)
-    algorithm.check(request)
-    if top_k < 1:
-        raise InputError(f"--top-k must be at least 1, got {top_k}")
-    if not 0.0 <= latency_margin < 0.5:
-        raise InputError(f"--latency-margin must be within [0, 0.5) (a fraction: 0.02 is 2%), got {latency_margin}")
-    if int8_samples < 1:
-        raise InputError(f"--int8-samples must be at least 1, got {int8_samples}")
-    variants, left_out = _variants(run_dir, devices, precision, devices_file)
+    # before anything slow: a run without a usable accuracy table is one line, not a long build
+    check_accuracy_table(run, settings.accuracy_samples)
+    return _search(run, settings, progress, hooks or SearchHooks())
+
+
+def _from_keywords(device: str | Sequence[str], latency_ms: float | Sequence[float], algo: str = "evolution",
+                   pareto: bool = False, workers: int = 1, storage: str | None = None, top_k: int = 5,
+                   seed: int = 0, verify: bool = True, devices_file: str | Path | None = None,
+                   progress: Progress | None = None, *, hooks: SearchHooks | None = None,
+                   measure: Measure | None = None, measure_accuracy: AccuracyMeasure | None = None,
+                   measure_precision_accuracy: Mapping[str, AccuracyMeasure] | None = None,
+                   drop_models: Mapping[str, Any] | None = None, **settings: Any
+                   ) -> tuple[SearchSettings, Progress | None, SearchHooks]:
+    """(settings, progress, hooks) of the earlier keyword call (its positional order kept)."""
+    given = SearchHooks(measure, measure_accuracy, measure_precision_accuracy, drop_models)
+    return (SearchSettings(device, latency_ms, algo=algo, pareto=pareto, workers=workers, storage=storage,
+                           top_k=top_k, seed=seed, verify=verify, devices_file=devices_file, **settings),
+            progress, hooks or given)
+
+
+def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHooks) -> SearchResult:
+    t0 = time.perf_counter()
+    run_dir = run.run_dir
+    budgets, devices = s.budgets, s.devices
+    algorithm = get_algorithm(s.algo)
+    request = s.request(run_dir)
+    variants, left_out = precision_variants(run, devices, s.precision, s.devices_file)
     precs = list(variants)
-    latency = {p: {d: _load_latency(run_dir, variants[p][d], d, p, run.space.width_mult) for d in devices}
-               for p in precs}
-    accuracy = ensure_accuracy_predictor(run, accuracy_samples, seed=seed, progress=progress)
-    drops = {p: (drop_models or {}).get(p) or _drop_model(run, variants[p][devices[0]], int8_samples, seed,
-                                                          devices_file, progress)
+    latency = {p: {d: _load_latency(run, variants[p][d], d, p) for d in devices} for p in precs}
+    accuracy = ensure_accuracy_predictor(run, s.accuracy_samples, seed=s.seed, progress=progress)
+    drops = {p: (hooks.drop_models or {}).get(p) or drop_model(run, variants[p][devices[0]], s.int8_samples,
+                                                               s.seed, s.devices_file, progress)
              for p in precs if p != "fp32"}
-    problems = {p: Problem(run.space, accuracy, latency[p], budgets, objectives=tuple(objectives or ()),
-                           n_classes=run.n_classes, max_macs=max_macs, max_params=max_params,
-                           accuracy_risk=accuracy_risk, top1_drop=drops.get(p))
+    goals = s.goals
+    problems = {p: Problem(run.space, accuracy, latency[p], budgets, objectives=goals.objectives,
+                           n_classes=run.n_classes, max_macs=s.max_macs, max_params=s.max_params,
+                           accuracy_risk=s.accuracy_risk, top1_drop=drops.get(p))
                 for p in precs}
     fastest, skipped = _check_budgets(problems, variants)
     problems = {p: pr for p, pr in problems.items() if p not in skipped}
@@ -183,22 +182,23 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
         archives.append(outcome.archive)
         outcomes[p] = outcome
         settings = settings or st
-    counters = {k: sum(pr.counters()[k] for pr in problems.values()) for k in problem.counters()}
-    split = {k: round(sum(pr.time_split(0.0)[k] for pr in problems.values()), 4)
+    counters = {k: sum(pr.usage.as_dict()[k] for pr in problems.values()) for k in problem.usage.as_dict()}
+    split = {k: round(sum(pr.usage.time_split(0.0)[k] for pr in problems.values()), 4)
              for k in ("accuracy_predictor_s", "latency_predictor_s")}
     split["bookkeeping_s"] = round(max(search_s - sum(split.values()), 0.0), 4)
     archive = Batch.concat(archives, width=archives[0].m.shape[1])
     outcome = _merged_outcome(outcomes, archive)
-    feasible, table, on_front, cand = _candidates(problem, archive, pareto, top_k, fastest)
+    feasible, table, on_front, cand = _candidates(problem, archive, s.pareto, s.top_k, fastest)
     prec_of = _precision_of(table)
 
     t = time.perf_counter()
     ver, top1_measured, first_try = Verification(), {}, None
-    if verify:
-        measure_accuracy = measure_accuracy or (lambda archs: measured_accuracy(
+    top_k, margin = s.top_k, s.latency_margin
+    if s.verify:
+        measure_accuracy = hooks.measure_accuracy or (lambda archs: measured_accuracy(
             run, archs, split=ACCURACY_SPLIT, progress=progress))
-        top1_of = {"fp32": measure_accuracy, **{p: (measure_precision_accuracy or {}).get(p) or _precision_top1(
-            run, variants[p][devices[0]], devices_file, progress) for p in problems if p != "fp32"}}
+        top1_of = {"fp32": measure_accuracy, **{p: (hooks.measure_precision_accuracy or {}).get(p) or precision_top1(
+            run, variants[p][devices[0]], s.devices_file, progress) for p in problems if p != "fp32"}}
         archs = problem.space.from_matrix(table.m)
 
         def measure_top1(rows: list[int]) -> None:
@@ -207,21 +207,21 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
                 if mine:
                     top1_measured.update(zip(mine, top1_of[p]([archs[i] for i in mine])))
 
-        guarded = [i for i in cand if all(table.cols[ms_key(d)][i] * (1 + latency_margin) <= b
+        guarded = [i for i in cand if all(table.cols[ms_key(d)][i] * (1 + margin) <= b
                                           for d, b in budgets.items())]
-        checked = (guarded or cand)[:accuracy_checks or 3 * top_k]
+        checked = (guarded or cand)[:s.accuracy_checks or 3 * top_k]
         measure_top1(checked)
         # measured accuracy decides the order; unmeasured candidates follow in predicted order
         cand = sorted(checked, key=lambda i: -top1_measured[i]) + [i for i in cand if i not in top1_measured]
-        measure = measure or device_measure(run, devices_file, protocol, progress)
-        ver = _verify(problems, table, prec_of, cand, top_k, measure, variants, max_measure, latency_margin)
+        measure = hooks.measure or device_measure(run, s.devices_file, s.protocol, progress)
+        ver = _verify(problems, table, prec_of, cand, top_k, measure, variants, s.max_measure, margin)
         first = list(ver.measured)[:top_k]  # in candidate order: the predictor's own satisfaction
         first_try = sum(i in ver.accepted for i in first) / len(first) if first else None
         late = [i for i in ver.measured if i not in top1_measured]  # replacements beyond the checked
         if late:
             measure_top1(late)
     verify_s = time.perf_counter() - t
-    chosen = ver.accepted if verify else cand[:top_k]
+    chosen = ver.accepted if s.verify else cand[:top_k]
     front = _frame(problems, table, prec_of, on_front, ver.measured, chosen, run.n_classes, top1_measured,
                    variants)
     ref = problem.reference_point()
@@ -232,7 +232,7 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
         "scored": int(len(outcome.archive)), **counters,
         "wall_s": round(time.perf_counter() - t0, 3), "search_s": round(search_s, 3),
         "verify_s": round(verify_s, 3), "prepare_s": round(prepare_s, 3), "fastest_predicted_ms": fastest,
-        "tabulated_costs": problem.tabulated(),
+        "tabulated_costs": problem.cost_models.tabulated(),
         "cost_paths": problem.cost_paths(), "fast_paths": problem.fast_paths(),
         "time_split": split,
         "measured": ver.n_measured, "accepted": len(ver.accepted),
@@ -244,100 +244,37 @@ def run_search(run_dir: str | Path, device: str | Sequence[str], latency_ms: flo
                                        "front_size": int(sum(on_front[i] for i in range(len(table))
                                                              if prec_of[i] == p)),
                                        "skipped": skipped.get(p)} for p in precs}
-    verification = {"latency": {"rule": acceptance_rule(latency_margin), "margin": latency_margin,
+    verification = {"latency": {"rule": acceptance_rule(margin), "margin": margin,
                                 "measured": ver.n_measured, "accepted": len(ver.accepted)},
-                    "accuracy": _accuracy_report(problems, table, prec_of, top1_measured, chosen)} if verify else None
+                    "accuracy": _accuracy_report(problems, table, prec_of, top1_measured, chosen)} if s.verify else None
     chosen_archs = problem.space.from_matrix(table.m[chosen]) if chosen else []
     keyed = front.set_index(["id", PRECISION])
     chosen_rows = [keyed.loc[(a.id, prec_of[i])] for a, i in zip(chosen_archs, chosen)]
-    best = [_best_entry(row, arch, devices, verify, prec_of[i], variants)
+    best = [_best_entry(row, arch, devices, s.verify, prec_of[i], variants)
             for row, arch, i in zip(chosen_rows, chosen_archs, chosen)]
-    doc = _report(problem, devices, budgets, settings, metrics, best, ver, outcome, accuracy, storage, pareto,
-                  top_k, seed, verify, verification)
-    doc["settings"]["precision"] = precision
-    doc["precision"] = _precision_report(precision, precs, variants, drops, skipped, left_out)
-    paths = _write(run_dir, front, doc, _explored(problems, feasible, devices), devices, budgets,
+    doc = _report(problem, s, settings, metrics, best, ver, outcome, accuracy, verification)
+    doc["settings"]["precision"] = s.precision
+    doc["precision"] = precision_report(s.precision, precs, variants, drops, skipped, left_out)
+    paths = _write(run.files, front, doc, _explored(problems, feasible, devices), devices, budgets,
                    title=f"{settings.get('mode', settings['algo'])}: accuracy vs latency on {devices[0]}"
-                         + ("" if precs == ["fp32"] else f" ({precision})"),
-                   plot=plot)
-    return SearchResult(run_dir, algo, devices, budgets, best, front, metrics, ver.records, paths,
-                        _message(verify, top_k, len(ver.accepted), ver, _budget_labels(budgets, variants)),
-                        getattr(accuracy, "meta", {}).get("metrics") or {}, precision=precision)
+                         + ("" if precs == ["fp32"] else f" ({s.precision})"),
+                   plot=s.plot)
+    return SearchResult(run_dir, s.algo, devices, budgets, best, front, metrics, ver.records, paths,
+                        _message(s.verify, top_k, len(ver.accepted), ver, _budget_labels(budgets, variants)),
+                        getattr(accuracy, "meta", {}).get("metrics") or {}, precision=s.precision)
 
 
 _PREC = "precision"  # Batch column of a merged archive: the row's precision, as its index in SEARCHED
 PRECISION = "precision"  # pareto.csv: the precision a row is scored (and verified) in
 
 
-def _check_precision(precision: str) -> None:
-    if precision not in PRECISIONS:
-        raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-
-
-def _variants(run_dir: Path, devices: list[str], precision: str, devices_file
-              ) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
-    """(precision -> device -> the device whose latency, measurements and accuracy drop that
-    precision uses: the device itself in fp32, its variant (`precision_variant`) in bf16 / int8;
-    the precisions `auto` leaves out -> why). A named precision a device has no variant for is one
-    line naming the devices that have one."""
-    from hwnas.devices import get_device
-    from hwnas.devices.registry import precision_variant
-
-    if precision == "fp32":
-        return {"fp32": {d: d for d in devices}}, {}
-    if precision != "auto":
-        return {precision: {d: precision_variant(d, precision, devices_file) for d in devices}}, {}
-    for d in devices:
-        own = get_device(d, devices_file).precision
-        if own != "fp32":
-            raise InputError(f"--precision auto scores each subnet in every precision its device has a variant "
-                             f"for, but '{d}' is a {own} device; name its fp32 device (--precision {own} "
-                             f"searches {own} only)")
-    out, left_out = {"fp32": {d: d for d in devices}}, {}
-    for p in REDUCED:
-        found, missing = {}, []
-        for d in devices:
-            try:
-                found[d] = precision_variant(d, p, devices_file)
-            except DeviceError:
-                missing.append(d)
-        if missing:
-            left_out[p] = f"no {p} variant of {', '.join(missing)}"
-            continue
-        for v in found.values():  # one never fitted here that this machine cannot profile or verify
-            why = None if latency_predictor_path(run_dir, v).exists() else get_device(v, devices_file).available()
-            if why:
-                left_out[p] = f"'{v}' has no latency predictor in this run and is not usable here: {why}"
-                break
-        else:
-            out[p] = found
-    if len(out) == 1:
-        raise InputError(f"--precision auto has nothing to compare fp32 with: {'; '.join(left_out.values())}; "
-                         "search with --precision fp32")
-    return out, left_out
-
-
-def _load_latency(run_dir: Path, device: str, base: str, precision: str, width_mult: float):
-    if device != base and not latency_predictor_path(run_dir, device).exists():
+def _load_latency(run, device: str, base: str, precision: str):
+    if device != base and not run.files.latency_predictor(device).exists():
         raise PredictorMissing(
-            f"no latency predictor for '{device}' (the {precision} variant of '{base}') in {run_dir}: profile it "
-            f"with `hwnas profile --run {run_dir} --device {device}`, then fit it with "
-            f"`hwnas latency fit --run {run_dir} --device {device}`")
-    return load_latency_predictor(run_dir, device, width_mult)
-
-
-def _drop_model(run, device: str, n: int, seed: int, devices_file, progress):
-    """The top-1 drop model of reduced-precision `device` (its table measured first when short)."""
-    from hwnas.accuracy.int8 import ensure_drop_model
-
-    return ensure_drop_model(run, device, n, seed=seed, devices_file=devices_file, progress=progress)
-
-
-def _precision_top1(run, device: str, devices_file, progress) -> AccuracyMeasure:
-    """Measured test top-1 of archs compiled for reduced-precision `device` (kept in its table)."""
-    from hwnas.accuracy.int8 import precision_top1
-
-    return lambda archs: precision_top1(run, archs, device, devices_file=devices_file, progress=progress)
+            f"no latency predictor for '{device}' (the {precision} variant of '{base}') in {run.run_dir}: profile "
+            f"it with `hwnas profile --run {run.run_dir} --device {device}`, then fit it with "
+            f"`hwnas latency fit --run {run.run_dir} --device {device}`")
+    return load_latency_predictor(run.run_dir, device, run.space.width_mult)
 
 
 def _check_budgets(problems: dict[str, Problem], variants: dict[str, dict[str, str]]
@@ -481,7 +418,7 @@ def _message(verify: bool, top_k: int, n_ok: int, ver: Verification, budgets: di
     if n_ok == 0:
         return (f"none of the {ver.n_measured} measured candidates met {_budget_text(budgets)} on the device: "
                 "the latency predictor underestimates there; profile more subnets and refit it, or "
-                "search with a lower --latency-ms")
+                "search with a lower latency budget")
     if n_ok < top_k:
         return (f"only {n_ok} of {top_k} subnets met {_budget_text(budgets)} when measured "
                 f"({ver.n_measured} measured)")
@@ -565,20 +502,20 @@ def _versions() -> dict[str, str]:
             "optuna": version("optuna"), "moocore": version("moocore")}
 
 
-def _report(problem: Problem, devices: list[str], budgets: dict[str, float], settings: dict[str, Any],
-            metrics: dict[str, Any], best: list[dict[str, Any]], ver: Verification, outcome: SearchOutcome,
-            accuracy, storage: str | None, pareto: bool, top_k: int, seed: int, verify: bool,
+def _report(problem: Problem, s: SearchSettings, settings: dict[str, Any], metrics: dict[str, Any],
+            best: list[dict[str, Any]], ver: Verification, outcome: SearchOutcome, accuracy,
             verification: dict[str, Any] | None) -> dict[str, Any]:
-    """search.json's content (without the id and file names `_write` adds)."""
+    """search.json's content (without the id and file names `_write` adds). `settings`: what the
+    algorithm recorded it ran."""
     from hwnas.search.optuna_search import describe_storage
 
     return {
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "settings": {**settings, "devices": devices, "budgets_ms": budgets, "pareto": pareto,
-                     "top_k": top_k, "seed": seed, "verify": verify, "accuracy_risk": problem.accuracy_risk,
+        "settings": {**settings, "devices": s.devices, "budgets_ms": s.budgets, "pareto": s.pareto,
+                     "top_k": s.top_k, "seed": s.seed, "verify": s.verify, "accuracy_risk": problem.accuracy_risk,
                      "objectives": list(problem.objectives), "max_macs": problem.max_macs,
                      "max_params": problem.max_params,
-                     "storage": describe_storage(storage) if storage else settings.get("storage")},
+                     "storage": describe_storage(s.storage) if s.storage else settings.get("storage")},
         "metrics": metrics,
         "accuracy_predictor": {"kind": getattr(accuracy, "name", type(accuracy).__name__),
                                "clip": list(getattr(accuracy, "clip", ())),
@@ -613,33 +550,13 @@ def _explored(problems: dict[str, Problem], feasible: Batch, devices: list[str],
     return out
 
 
-def _precision_report(precision: str, precs: list[str], variants: dict[str, dict[str, str]],
-                      drops: dict[str, Any], skipped: dict[str, str], left_out: dict[str, str]) -> dict[str, Any]:
-    """search.json's ``precision`` block: which precisions were considered (and which `auto` left
-    out, why), which were searched (a budget no subnet meets in one skips it), on which devices'
-    predictors, and how bf16 / INT8 top-1 was estimated and measured."""
-    out: dict[str, Any] = {"asked": precision, "considered": precs, "left_out": left_out or None,
-                           "searched": [p for p in precs if p not in skipped],
-                           "skipped": skipped or None, "latency_devices": variants}
-    for p, drop in drops.items():
-        out[f"{p}_accuracy"] = {
-            "drop_model": drop.describe() if hasattr(drop, "describe") else {"kind": type(drop).__name__},
-            "predicted": f"top1_pred of a row in {p} = the fp32 accuracy predictor's top-1 minus the predicted drop; "
-                         "top1_std adds the drop's sigma in quadrature",
-            "measured": f"measured_top1 of a row in {p} is the {p} artifact's own top-1 on the test split "
-                        f"(compiled for the {p} device as an export for it is" +
-                        (", calibrated on training images)" if p == "int8" else ")")}
-    return out
-
-
-def _write(run_dir: Path, front, doc: dict[str, Any], sample: dict[str, np.ndarray], devices: list[str],
+def _write(files: RunFiles, front, doc: dict[str, Any], sample: dict[str, np.ndarray], devices: list[str],
            budgets: dict[str, float], title: str, plot: bool = True) -> dict[str, Path]:
     """pareto.csv, search.json and pareto.png as one unit: all three are written to temporary
     files, then renamed together under the run's search lock, so no reader and no concurrent
     search sees one search's table beside another's report. Both files carry `search_id`.
     Without `plot` (drawing it is most of the writing time: ~0.2-0.7 s) no pareto.png is written
     and an earlier search's is removed, so the files present always belong together."""
-    files = RunFiles(run_dir)
     paths = {"pareto_csv": files.pareto, "search_json": files.search, "explored_csv": files.explored}
     if plot:
         paths["pareto_png"] = files.pareto_png
@@ -647,7 +564,7 @@ def _write(run_dir: Path, front, doc: dict[str, Any], sample: dict[str, np.ndarr
     first = devices[0]
     explored = (sample[f"ms_pred:{first}"], sample["top1_pred"]) if f"ms_pred:{first}" in sample else None
     with ExitStack() as stack:
-        stack.enter_context(run_lock(run_dir, "search"))  # entered first, released after the renames
+        stack.enter_context(files.lock("search"))  # entered first, released after the renames
         tmp = {k: stack.enter_context(atomic_path(p, suffix=p.suffix)) for k, p in paths.items()}
         front.assign(search_id=search_id).to_csv(tmp["pareto_csv"], index=False)
         import pandas as pd
@@ -658,7 +575,7 @@ def _write(run_dir: Path, front, doc: dict[str, Any], sample: dict[str, np.ndarr
 
             plot_front(tmp["pareto_png"], front[front["on_front"] | front["verified"]], device=first,
                        budget_ms=budgets[first], explored=explored,
-                       references=reference_models(run_dir, first), title=title)
+                       references=reference_models(files.root, first), title=title)
         else:
             files.pareto_png.unlink(missing_ok=True)
         doc = {"search_id": search_id, **doc, "files": {k: p.name for k, p in paths.items()}}

@@ -5,7 +5,7 @@ context's fixed row and, per slot, the slot's row (a `SlotIndex`). `FusedTable` 
 by side, so one gather and one sum give every column of a batch; `FastLatency` splits a
 feature-based latency model into its additive parts (in the gather) and its few vector ops
 (`post`); `RidgeOneHot` scores a ridge accuracy predictor on one-hot features as pair tables;
-`FastPath` is all of it for one `Problem`.
+`FastPath` is all of it for one `Problem`: the interface the problem and the algorithms use.
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ class FastPath:
     genes: GeneIndex  # the space's choice-index rows: value rows' slot index, index-row breeding
     table: FusedTable
     posts: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]
-    limits: list[tuple[str, float]]
+    accuracy: Any = None  # the accuracy predictor the features below are for
     acc_table: FusedTable | None = None
     acc_post: Callable[[np.ndarray], np.ndarray] | None = None
     ridge: RidgeOneHot | None = None
@@ -223,11 +223,32 @@ class FastPath:
         """The batch's `SlotIndex` (None when a row is outside what the tables express)."""
         return self.genes.index_values(m, trusted)
 
+    def costs(self, idx: SlotIndex, m: np.ndarray) -> dict[str, np.ndarray]:
+        """Every cost column of rows `m` (slot index `idx`) from one gather."""
+        s = self.table.gather(idx)
+        return {k: post(s, m) for k, post in self.posts.items()}
+
+    def top1_mean_std(self, idx: SlotIndex) -> tuple[np.ndarray, np.ndarray] | None:
+        """The accuracy predictor's (top-1, sigma) of a batch from its pair tables or gathered
+        features; None when neither applies (the predictor is then called on the rows)."""
+        if self.ridge is not None:
+            return self.ridge(idx)
+        if self.acc_table is None:
+            return None
+        mean, std = self.accuracy.predict_features_with_std(self.acc_post(self.acc_table.gather(idx)))
+        return np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64)
+
+    @property
+    def accuracy_path(self) -> str:
+        """How a batch's top-1 is read: "ridge pair tables", "gathered features" or "model"."""
+        return ("ridge pair tables" if self.ridge is not None
+                else "gathered features" if self.acc_table is not None else "model")
+
     @staticmethod
-    def build(space, costs: dict[str, Any], latency: dict[str, Any], accuracy, limits: dict[str, float]
-              ) -> "FastPath | None":
-        """`costs`: the problem's cost columns by key (each with its exact `table` or None and
-        whether it is a `vectorised` hwnas latency model); `latency`: the device models by key."""
+    def build(space, costs: dict[str, Any], latency: dict[str, Any], accuracy) -> "FastPath | None":
+        """`costs`: the problem's cost columns by key (`hwnas.search.costs.Cost`: its exact `table`
+        or None, whether it is a `vectorised` hwnas latency model); `latency`: the device models
+        by key."""
         genes = gene_index(space)
         if genes is None:
             return None
@@ -256,7 +277,7 @@ class FastPath:
                 posts[key] = lambda s, m, fl=fl, sl=sl: fl.post(s[:, sl], m)
             else:
                 posts[key] = lambda s, m, cost=cost: cost(m)
-        fast = FastPath(genes, FusedTable(genes.slots, parts), posts, list(limits.items()))
+        fast = FastPath(genes, FusedTable(genes.slots, parts), posts, accuracy)
         if hasattr(accuracy, "predict_features_with_std") and getattr(accuracy, "space", None) == space:
             from hwnas.accuracy.features import features_from_pre
 

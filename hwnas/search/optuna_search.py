@@ -368,11 +368,7 @@ def optuna_search(problem: Problem, kind: str, n_trials: int, storage: str | Pat
                 _stop_workers(pool)
                 raise
         n_batches = sum(-(-q // batch) for q in shares)  # scored in the workers
-        problem.acc_calls += n_trials
-        problem.acc_computed += n_trials
-        problem.cost_calls += n_trials
-        problem.acc_batches += n_batches
-        problem.cost_batches += n_batches
+        problem.usage.scored_elsewhere(n_trials, n_batches)
     archive = study_outcome(problem, storage, study_name)
     return SearchOutcome(archive, [], {
         "sampler": kind, "n_trials": n_trials, "workers": workers, "batch": batch,

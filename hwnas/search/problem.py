@@ -1,123 +1,50 @@
 """The search problem: objectives and constraints over subnets, scored in batches.
 
-A `Problem` owns the predictors (accuracy, latency per device) and turns an int matrix of subnets
-into named columns -- ``top1``, ``ms:<device>``, ``macs``, ``params`` -- plus a constraint
-violation (0 = every budget met). Searches only ever call it with whole batches and it counts the
-archs it scored, so algorithms can be compared at equal predictor calls.
+A `Problem` turns an int matrix of subnets into named columns -- ``top1``, ``ms:<device>``,
+``macs``, ``params`` -- plus a constraint violation (0 = every budget met). It is made of one
+part per job, each its own module:
 
-Additive cost models (lookup tables, linear analytic predictors, MACs, params) are replaced by an
-exact dense table (`hwnas.search.tabulate`) when the check passes; the table also gives the exact
-fastest subnet, which is what an impossible budget is reported against. A batch then reads every
-cost column and the accuracy features with one fused gather (`hwnas.search.fused.FastPath`).
+- `goals` (`hwnas.search.goals.Goals`): the objectives and the limits, the violation and the loss;
+- `cost_models` (`hwnas.search.costs.CostModels`): each device's latency model and the exact
+  counts, as exact tables where they are additive (which also give the exact fastest subnet an
+  impossible budget is reported against);
+- `fast_path` (`hwnas.search.fused.FastPath`): every cost column and the accuracy features of a
+  batch from one fused gather, for a family with a slot layout (`Family.slot_layout`); a family
+  without one takes the generic path (every model called on the whole int matrix of a batch);
+  `fast_paths()` says which (``"path": "tables"`` or ``"generic"``), as search.json records;
+- `top1_model` (`hwnas.search.top1.Top1Model`): the top-1 objective (pessimistic by
+  `accuracy_risk` sigmas; in bf16 / INT8 less the predicted drop: `hwnas.search.precision`),
+  memoised by network (`Top1Memo`);
+- `usage` (`hwnas.search.usage.PredictorUsage`): rows, batches and seconds through the predictors,
+  so algorithms compare at equal predictor calls.
 
-The tables follow the space's family's slot layout (`Family.slot_layout`); a family without one
-takes the generic vectorised path: every predictor is called on the whole int matrix of a batch
-(MACs and params from the family's exact vectorised `count_params_macs`). `fast_paths()` says which
-(``"path": "tables"`` or ``"generic"``), as search.json records.
+Searches only ever call it with whole batches.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
-from hwnas.errors import BudgetError, HwnasError, InputError
+from hwnas.errors import BudgetError
+from hwnas.search.batch import Batch, SearchOutcome
+from hwnas.search.checks import within
+from hwnas.search.costs import CostModels
 from hwnas.search.fused import FastPath
+from hwnas.search.goals import TOP1, Goals, ms_key
 from hwnas.search.indexed import GeneIndex, SlotIndex
-from hwnas.search.operators import mutate, sample_graded, sample_mixed
-from hwnas.search.tabulate import AdditiveTable, argmin_row, tabulable, tabulate, vectorised_latency
+from hwnas.search.operators import mutate, sample_mixed
+from hwnas.search.precision import PrecisionDrop
+from hwnas.search.predictors import PredictorMissing, Predictor, latency_predictor_path, load_latency_predictor
+from hwnas.search.top1 import Top1Memo, Top1Model
+from hwnas.search.usage import PredictorUsage
 
 __all__ = ["PredictorMissing", "Predictor", "Batch", "Problem", "SearchOutcome", "feasible_sample",
            "latency_predictor_path", "load_latency_predictor", "TOP1", "ms_key"]
 
-TOP1 = "top1"
-
-
-class PredictorMissing(HwnasError):
-    """A predictor the search needs has not been made yet."""
-
-
-class Predictor(Protocol):
-    def predict(self, archs: Any) -> np.ndarray: ...
-
-
-def ms_key(device: str) -> str:
-    return f"ms:{device}"
-
-
-def latency_predictor_path(run_dir: str | Path, device: str) -> Path:
-    from hwnas.run import RunFiles
-
-    return RunFiles(Path(run_dir)).latency_predictor(device)
-
-
-def load_latency_predictor(run_dir: str | Path, device: str, width_mult: float | None = None) -> Predictor:
-    """The device's latency predictor of the run, or a one-line error naming the command."""
-    path = latency_predictor_path(run_dir, device)
-    if not path.exists():
-        raise PredictorMissing(f"no latency predictor for device '{device}' in {run_dir}: make it with "
-                               f"`hwnas latency fit --run {run_dir} --device {device}`")
-    from hwnas.latency import load_predictor
-
-    pred = load_predictor(path)
-    w = getattr(getattr(pred, "meta", None), "width_mult", None)
-    if width_mult is not None and w is not None and float(w) != float(width_mult):
-        raise InputError(f"{path} was fitted for width multiplier {w}, but the run's space has "
-                         f"{width_mult}; refit it with `hwnas latency fit --run {run_dir} --device {device}`")
-    return pred
-
-
-@dataclass
-class Batch:
-    """Scored subnets: canonical rows, named columns, constraint violation (0 = feasible)."""
-
-    m: np.ndarray
-    cols: dict[str, np.ndarray]
-    violation: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.m)
-
-    @property
-    def feasible(self) -> np.ndarray:
-        return self.violation <= 0
-
-    def take(self, idx: np.ndarray) -> Batch:
-        return Batch(self.m[idx], {k: v[idx] for k, v in self.cols.items()}, self.violation[idx])
-
-    @staticmethod
-    def concat(batches: Sequence[Batch], width: int = 46) -> Batch:
-        """One batch of `batches` (an empty one `width` columns wide when there are none)."""
-        batches = [b for b in batches if len(b)]
-        if not batches:
-            return Batch(np.zeros((0, width), np.int32), {}, np.zeros(0))
-        keys = set(batches[0].cols).intersection(*(b.cols for b in batches[1:]))
-        return Batch(np.concatenate([b.m for b in batches]),
-                     {k: np.concatenate([b.cols[k] for b in batches]) for k in sorted(keys)},
-                     np.concatenate([b.violation for b in batches]))
-
-
-@dataclass
-class _Cost:
-    """One cost column: the model, and its exact table when it is additive."""
-
-    fn: Callable[[np.ndarray], np.ndarray]
-    table: AdditiveTable | None = None
-    vectorised: bool = False  # an hwnas latency model fed from exact feature tables
-
-    @property
-    def path(self) -> str:
-        """How the column is evaluated: "table" (exact additive table, one gather), "vectorised"
-        (an hwnas latency model run on the whole batch, its analytic features gathered from an
-        exact table: `hwnas.search.tabulate.vectorised_latency`) or "direct" (an unknown model,
-        called as is)."""
-        return "table" if self.table is not None else "vectorised" if self.vectorised else "direct"
-
-    def __call__(self, m: np.ndarray) -> np.ndarray:
-        return self.table.predict(m) if self.table is not None else np.asarray(self.fn(m), np.float64)
+_clock = __import__("time").perf_counter
 
 
 @dataclass
@@ -126,14 +53,10 @@ class Problem:
     ``params``) subject to ``ms:<device> <= budgets[device]`` and optional MACs/params limits.
 
     With `accuracy_risk` k > 0 and a predictor that knows its spread, the top-1 objective is the
-    pessimistic ``mean - k * sigma``: a search that maximises the mean is drawn to where the
-    predictor errs high (the winner's curse), most of all where it extrapolates.
-
-    With `top1_drop` (an object with ``predict_with_std(m) -> (drop, sigma)`` in top-1 points)
-    the problem scores subnets in a reduced precision (bf16, INT8): top-1 is the accuracy
-    predictor's minus the predicted drop, and the two sigmas add in quadrature. The latency
-    predictors are then those precision's devices' (the budgets stay keyed by the device names the
-    caller gives them)."""
+    pessimistic ``mean - k * sigma``. With `top1_drop` (an object with ``predict_with_std(m) ->
+    (drop, sigma)`` in top-1 points) the problem scores subnets in a reduced precision (bf16,
+    INT8): top-1 is the accuracy predictor's minus the predicted drop; the latency predictors are
+    then that precision's devices' (the budgets stay keyed by the device names the caller gives)."""
 
     space: Any  # the run's space, any family
     accuracy: Predictor
@@ -148,86 +71,28 @@ class Problem:
     use_tables: bool = True
     memo: bool = True
     index_breeding: bool = True  # evolution on choice-index rows where it applies (`GeneIndex`)
-    acc_calls: int = 0
-    acc_batches: int = 0
-    acc_computed: int = 0
-    cost_calls: int = 0
-    cost_batches: int = 0
-    acc_s: float = 0.0  # seconds in the accuracy predictor (features included)
-    cost_s: float = 0.0  # seconds in the cost models (latency predictors, MACs, params)
-    _costs: dict[str, _Cost] = field(default_factory=dict, repr=False)
-    _top1: dict[bytes, float] = field(default_factory=dict, repr=False)
-    _fast: Any = field(default=None, repr=False)
-    _last_stats: Any = field(default=None, repr=False)  # (rows' bytes, params, MACs) of the last batch
+    goals: Goals = field(init=False, repr=False)
+    cost_models: CostModels = field(init=False, repr=False)
+    top1_model: Top1Model = field(init=False, repr=False)
+    usage: PredictorUsage = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not self.latency:
-            raise InputError("name at least one device to search for")
-        unknown = set(self.budgets) - set(self.latency)
-        if unknown:
-            raise InputError(f"budget for device(s) {sorted(unknown)} without a latency predictor")
-        for dev, ms in self.budgets.items():
-            if not (isinstance(ms, (int, float)) and ms > 0 and np.isfinite(ms)):
-                raise InputError(f"the latency budget for '{dev}' must be a positive number of ms, got {ms!r}")
-        if not (0.0 <= self.accuracy_risk < 10 and np.isfinite(self.accuracy_risk)):
-            raise InputError(f"--accuracy-risk must be within [0, 10), got {self.accuracy_risk!r}")
-        for name, limit in (("--max-macs", self.max_macs), ("--max-params", self.max_params)):
-            if limit is not None and not (isinstance(limit, (int, float)) and limit > 0 and np.isfinite(limit)):
-                raise InputError(f"{name} must be a positive number, got {limit!r}")
-        if not self.objectives:
-            self.objectives = (TOP1, ms_key(next(iter(self.latency))))
-        allowed = {TOP1, "macs", "params", *(ms_key(d) for d in self.latency)}
-        bad = [o for o in self.objectives if o not in allowed]
-        if bad or TOP1 not in self.objectives:
-            raise InputError(f"objectives must include top1 and come from {sorted(allowed)}; got "
-                             f"{list(self.objectives)}")
-        self._build_costs()
+        self.goals = Goals(tuple(self.latency), self.budgets, tuple(self.objectives), self.max_macs,
+                           self.max_params)
+        within("accuracy_risk", self.accuracy_risk, 0, 10)
+        self.objectives = self.goals.objectives
+        self.cost_models = CostModels(self.space, self.latency, self.goals.count_columns(), self.n_classes,
+                                      self.use_tables)
+        drop = None if self.top1_drop is None else PrecisionDrop(self.top1_drop)
+        self.top1_model = Top1Model(self.accuracy, self.accuracy_risk, drop)
+        self.usage = PredictorUsage()
+        self._memo = Top1Memo() if self.memo else None
+        self._fast: FastPath | None | bool = None  # built on first use; False: none applies
 
-    def _build_costs(self) -> None:
-        from hwnas.latency.base import LatencyPredictor
-
-        self._costs = {}
-        self._fast = None
-        for dev, pred in self.latency.items():
-            fast = (self.use_tables and tabulable(self.space) and isinstance(pred, LatencyPredictor)
-                    and pred.meta.family == self.space.family.name)
-            cost = self._make_cost(vectorised_latency(pred, self.space) if fast else pred.predict)
-            cost.vectorised = fast
-            self._costs[ms_key(dev)] = cost
-        if "macs" in self.objectives or self.max_macs is not None:
-            self._costs["macs"] = self._make_cost(lambda m: self._stats(m, "macs"))
-        if "params" in self.objectives or self.max_params is not None:
-            self._costs["params"] = self._make_cost(lambda m: self._stats(m, "params"))
-
-    # worker processes get the problem by pickling (in memory, never on disk): the tables hold
-    # closures, so they are rebuilt there rather than sent
+    # worker processes get the problem by pickling (in memory, never on disk): the fused tables
+    # hold closures, so they are rebuilt there rather than sent
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_costs": {}, "_fast": None, "_last_stats": None}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._build_costs()
-
-    # -- cost models ---------------------------------------------------------------------------
-    def _stats(self, m: np.ndarray, what: str) -> np.ndarray:
-        from hwnas.accuracy.features import params_macs
-
-        m = np.ascontiguousarray(m, dtype=np.int64)
-        key = m.tobytes()  # MACs and params of one batch come from one count
-        if self._last_stats is None or self._last_stats[0] != key:
-            self._last_stats = (key, *params_macs(self.space, m, self.n_classes))
-        return self._last_stats[2] if what == "macs" else self._last_stats[1]
-
-    def _make_cost(self, fn: Callable[[np.ndarray], np.ndarray]) -> _Cost:
-        return _Cost(fn, tabulate(fn, self.space) if self.use_tables else None)
-
-    def tabulated(self) -> dict[str, bool]:
-        """Which cost columns run from an exact table (else the model is called directly)."""
-        return {k: c.table is not None for k, c in self._costs.items()}
-
-    def cost_paths(self) -> dict[str, str]:
-        """How each cost column is evaluated: "table", "vectorised" or "direct" (`_Cost.path`)."""
-        return {k: c.path for k, c in self._costs.items()}
+        return {**self.__dict__, "_fast": None}
 
     @property
     def devices(self) -> list[str]:
@@ -235,12 +100,27 @@ class Problem:
 
     @property
     def limits(self) -> dict[str, float]:
-        out = {ms_key(d): float(v) for d, v in self.budgets.items()}
-        if self.max_macs is not None:
-            out["macs"] = float(self.max_macs)
-        if self.max_params is not None:
-            out["params"] = float(self.max_params)
-        return out
+        return self.goals.limits
+
+    @property
+    def fast_path(self) -> FastPath | None:
+        """Every cost column and the accuracy features of a batch from one fused gather (built on
+        first use); None where the space's family has no slot layout or `use_tables` is off."""
+        if self._fast is None:
+            self._fast = (FastPath.build(self.space, self.cost_models.columns,
+                                         {ms_key(d): p for d, p in self.latency.items()}, self.accuracy)
+                          if self.use_tables else None) or False
+        return self._fast or None
+
+    def prepare(self) -> None:
+        """Build the fused tables of the fast path now (else on the first batch)."""
+        self.fast_path
+
+    def gene_index(self) -> GeneIndex | None:
+        """The space's choice-index rows (`hwnas.search.indexed.GeneIndex`) when the evolution
+        should breed on them: the fast path applies and `index_breeding` is on."""
+        fast = self.fast_path if self.index_breeding else None
+        return fast.genes if fast is not None else None
 
     # -- scoring -------------------------------------------------------------------------------
     def costs(self, m: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -258,120 +138,42 @@ class Problem:
         canonical form), so the range checks are skipped. `idx`: the batch's `SlotIndex`, when the
         caller has it (`hwnas.search.indexed.GeneIndex.slot_index`)."""
         t = _clock()
-        fast = self._fast_path() if isinstance(m, np.ndarray) and len(m) else None
+        fast = self.fast_path if isinstance(m, np.ndarray) and len(m) else None
         if fast is None:
             idx = None
         elif idx is None:
             idx = fast.index(m, trusted)
-        if idx is not None:
-            s = fast.table.gather(idx)
-            cols = {k: post(s, m) for k, post in fast.posts.items()}
-        else:
-            cols = {k: c(m) for k, c in self._costs.items()}
-        violation = np.zeros(len(m))
-        for key, limit in fast.limits if fast is not None else self.limits.items():
-            violation += np.maximum(cols[key] / limit - 1.0, 0.0)
-        self.cost_calls += len(m)
-        self.cost_batches += 1
-        self.cost_s += _clock() - t
+        cols = fast.costs(idx, m) if idx is not None else self.cost_models(m)
+        violation = self.goals.violation(cols, len(m))
+        usage = self.usage
+        usage.cost_calls += len(m)
+        usage.cost_batches += 1
+        usage.cost_s += _clock() - t
         return cols, violation, idx
 
-    def prepare(self) -> None:
-        """Build the fused tables of the fast path now (else on the first batch)."""
-        self._fast_path()
-
-    def _fast_path(self) -> FastPath | None:
-        if self._fast is None:
-            self._fast = (FastPath.build(self.space, self._costs,
-                                         {ms_key(d): p for d, p in self.latency.items()}, self.accuracy,
-                                         self.limits)
-                          if self.use_tables else None) or False
-        return self._fast or None
-
-    def gene_index(self) -> GeneIndex | None:
-        """The space's choice-index rows (`hwnas.search.indexed.GeneIndex`) when the evolution
-        should breed on them: the fast path applies and `index_breeding` is on."""
-        fast = self._fast_path() if self.index_breeding else None
-        return fast.genes if fast is not None else None
-
     def top1(self, m: np.ndarray, idx: SlotIndex | None = None) -> np.ndarray:
-        """Predicted top-1 of rows `m`, memoised by network: an evolutionary search keeps
-        re-breeding the networks it already has (about two thirds of OFA's 50,000 children are
-        repeats), and the accuracy MLP is most of a search's time. Counts every row asked for
-        (`acc_calls`) and those actually run through the predictor (`acc_computed`)."""
+        """The top-1 objective of rows `m`, memoised by network unless `memo` is off. Counts every
+        row asked for (``usage.acc_calls``) and those actually run through the predictor
+        (``usage.acc_computed``)."""
         t = _clock()
-        self.acc_calls += len(m)
-        self.acc_batches += 1
-        if not self.memo:
-            self.acc_computed += len(m)
-            out = self._objective(m, idx)
-            self.acc_s += _clock() - t
-            return out
-        rows = np.ascontiguousarray(m, dtype=np.int32)
-        keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel().tolist()
-        memo = self._top1
-        if len(memo) > 2_000_000:  # bound the memory of very long searches
-            memo.clear()
-        missing = {k: i for i, k in enumerate(keys) if k not in memo}
-        if missing:
-            pos = np.fromiter(missing.values(), dtype=np.int64, count=len(missing))
-            memo.update(zip(missing, self._objective(rows[pos], None if idx is None else idx.take(pos)).tolist()))
-            self.acc_computed += len(pos)
-        out = np.fromiter(map(memo.__getitem__, keys), dtype=np.float64, count=len(keys))
-        self.acc_s += _clock() - t
+        usage = self.usage
+        usage.acc_calls += len(m)
+        usage.acc_batches += 1
+        if self._memo is None:
+            out, computed = self._objective(m, idx), len(m)
+        else:
+            out, computed = self._memo(m, idx, self._objective)
+        usage.acc_computed += computed
+        usage.acc_s += _clock() - t
         return out
 
     def _objective(self, m: np.ndarray, idx: SlotIndex | None = None) -> np.ndarray:
-        if self.top1_drop is not None:
-            mean, std = self._mean_std(m, idx)
-            drop, dstd = self.top1_drop.predict_with_std(m)
-            mean = mean - np.asarray(drop, np.float64)
-            if self.accuracy_risk > 0:
-                return mean - self.accuracy_risk * np.sqrt(np.nan_to_num(std) ** 2 + np.asarray(dstd) ** 2)
-            return mean
-        risk = self.accuracy_risk > 0 and hasattr(self.accuracy, "predict_with_std")
-        fast = self._fast_path() if idx is not None else None
-        if fast is not None and fast.ridge is not None:
-            mean, std = fast.ridge(idx)
-            return mean - self.accuracy_risk * std if risk else mean
-        if fast is not None and fast.acc_table is not None:
-            x = fast.acc_post(fast.acc_table.gather(idx))
-            mean, std = self.accuracy.predict_features_with_std(x)
-            if risk:
-                return np.asarray(mean, dtype=np.float64) - self.accuracy_risk * np.asarray(std, dtype=np.float64)
-            return np.asarray(mean, dtype=np.float64)
-        if risk:
-            mean, std = self.accuracy.predict_with_std(m)
-            return np.asarray(mean, dtype=np.float64) - self.accuracy_risk * np.asarray(std, dtype=np.float64)
-        return np.asarray(self.accuracy.predict(m), dtype=np.float64)
-
-    def _mean_std(self, m: np.ndarray, idx: SlotIndex | None) -> tuple[np.ndarray, np.ndarray]:
-        """The accuracy predictor's (top-1, sigma) of rows `m`, by the fastest path (sigma 0 when
-        it has none)."""
-        fast = self._fast_path() if idx is not None else None
-        if fast is not None and fast.ridge is not None:
-            return fast.ridge(idx)
-        if fast is not None and fast.acc_table is not None:
-            mean, std = self.accuracy.predict_features_with_std(fast.acc_post(fast.acc_table.gather(idx)))
-        elif hasattr(self.accuracy, "predict_with_std"):
-            mean, std = self.accuracy.predict_with_std(m)
-        else:
-            mean, std = self.accuracy.predict(m), np.zeros(len(m))
-        return np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64)
+        return self.top1_model.objective(m, self.fast_path if idx is not None else None, idx)
 
     def top1_estimate(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the accuracy predictor's own top-1, no risk penalty: what is reported; its one-sigma
-        uncertainty, NaN if it has none) of rows `m`, in one call. In bf16 / INT8 (`top1_drop`): minus
-        the predicted drop, the sigmas added in quadrature."""
-        m = np.asarray(m, dtype=np.int32)
-        if self.top1_drop is not None:
-            mean, std = self._mean_std(m, None)
-            drop, dstd = self.top1_drop.predict_with_std(m)
-            return mean - np.asarray(drop, np.float64), np.sqrt(std ** 2 + np.asarray(dstd, np.float64) ** 2)
-        if hasattr(self.accuracy, "predict_with_std"):
-            mean, std = self.accuracy.predict_with_std(m)
-            return np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64)
-        return np.asarray(self.accuracy.predict(m), dtype=np.float64), np.full(len(m), np.nan)
+        uncertainty, NaN if it has none) of rows `m` (`Top1Model.estimate`)."""
+        return self.top1_model.estimate(m)
 
     def evaluate(self, m: np.ndarray) -> Batch:
         m = np.asarray(m, dtype=np.int32)
@@ -386,13 +188,12 @@ class Problem:
 
     def loss(self, batch: Batch) -> np.ndarray:
         """[n, len(objectives)], every objective minimised (top-1 negated)."""
-        return np.stack([-batch.cols[o] if o == TOP1 else batch.cols[o] for o in self.objectives], axis=1)
+        return self.goals.loss(batch.cols)
 
     def reference_point(self) -> np.ndarray:
         """A fixed hypervolume reference: top-1 0 %, each budget or limit, else 1.1 x the largest
         subnet's cost. Depends only on the problem, so fronts of different searches compare."""
         limits = self.limits
-        biggest = None
         ref = []
         for o in self.objectives:
             if o == TOP1:
@@ -400,29 +201,18 @@ class Problem:
             elif o in limits:
                 ref.append(limits[o])
             else:
-                if biggest is None:
-                    biggest = {k: float(c(self.space.to_matrix([self.space.max_arch()]))[0])
-                               for k, c in self._costs.items()}
-                ref.append(1.1 * biggest[o])
+                ref.append(1.1 * self.cost_models.of_arch(o, self.space.max_arch()))
         return np.asarray(ref, dtype=np.float64)
 
     # -- budgets -------------------------------------------------------------------------------
     def fastest(self, device: str, n_probe: int = 4096, seed: int = 0) -> tuple[float, np.ndarray]:
-        """(predicted ms, row) of the fastest subnet on `device`: exact for a tabulated predictor,
-        else the best of every resolution's minimum subnet and a graded small-to-large sample."""
-        cost = self._costs[ms_key(device)]
-        if cost.table is not None:
-            row = argmin_row(cost.table)
-        else:
-            cand = np.concatenate([
-                self.space.to_matrix([self.space.min_arch(r) for r in self.space.r_choices]),
-                sample_graded(self.space, n_probe, np.random.default_rng(seed))])
-            row = cand[int(np.argmin(cost(cand)))]
-        return float(cost(row[None])[0]), row
+        """(predicted ms, row) of the fastest subnet on `device` (`CostModels.least`)."""
+        return self.cost_models.least(ms_key(device), n_probe, seed)
 
     def check_budgets(self) -> dict[str, float]:
-        """Raise a one-line BudgetError when a budget is below the fastest subnet's latency;
-        returns each device's fastest predicted latency."""
+        """Raise a one-line BudgetError when a budget is below the fastest subnet's latency (or a
+        MACs / params limit below the smallest subnet's); returns each device's fastest
+        predicted latency."""
         fastest = {}
         for dev, budget in self.budgets.items():
             ms, row = self.fastest(dev)
@@ -432,60 +222,51 @@ class Problem:
                 raise BudgetError(f"no subnet meets {budget:g} ms on '{dev}': the fastest one ({arch.id}, "
                                   f"{arch.describe()}) is predicted at {ms:.4g} ms; ask for at least "
                                   f"{ms:.4g} ms")
-        space = self.space
-        for key, limit, flag in (("macs", self.max_macs, "--max-macs"), ("params", self.max_params, "--max-params")):
+        for key, limit in (("macs", self.max_macs), ("params", self.max_params)):
             if limit is not None:
-                least = float(self._costs[key](space.to_matrix([space.min_arch()]))[0])
+                least = self.cost_models.of_arch(key, self.space.min_arch())
                 if least > limit:
-                    raise BudgetError(f"no subnet has {flag.removeprefix('--max-')} <= {limit:g}: the smallest "
-                                      f"subnet has {least:.4g}; ask for at least {least:.4g}")
+                    raise BudgetError(f"no subnet has {key} <= {limit:g}: the smallest subnet has {least:.4g}; "
+                                      f"ask for at least {least:.4g}")
         return fastest
 
+    # -- what a search cost ----------------------------------------------------------------------
     def reset(self) -> None:
         """Zero the counters and forget memoised predictions (to time or count a fresh search)."""
-        self.acc_calls = self.acc_batches = self.acc_computed = self.cost_calls = self.cost_batches = 0
-        self.acc_s = self.cost_s = 0.0
-        self._top1.clear()
+        self.usage.reset()
+        if self._memo is not None:
+            self._memo.clear()
 
     def counters(self) -> dict[str, int]:
-        return {"predictor_calls": self.acc_calls, "accuracy_batches": self.acc_batches,
-                "predictor_computed": self.acc_computed, "cost_calls": self.cost_calls,
-                "cost_batches": self.cost_batches}
+        return self.usage.as_dict()
 
     def time_split(self, search_s: float) -> dict[str, float]:
-        """Seconds of a search spent in the accuracy predictor, in the cost models (latency
-        predictors, MACs, params) and in the algorithm's own bookkeeping (the rest)."""
-        return {"accuracy_predictor_s": round(self.acc_s, 4), "latency_predictor_s": round(self.cost_s, 4),
-                "bookkeeping_s": round(max(search_s - self.acc_s - self.cost_s, 0.0), 4)}
+        return self.usage.time_split(search_s)
+
+    def cost_paths(self) -> dict[str, str]:
+        """How each cost column is evaluated: "table", "vectorised" or "direct" (`Cost.path`)."""
+        return self.cost_models.paths()
 
     def fast_paths(self) -> dict[str, Any]:
         """How a search evaluates: "path" ("tables": the family's slot layout gives exact tables,
         one fused gather per batch and choice-index breeding; "generic": every predictor called
         on whole int matrices), the fused gather's width, each cost column's path, and the
         accuracy features' ("gathered" from an exact table, or "model")."""
-        fast = self._fast_path()
+        fast = self.fast_path
         return {"family": self.space.family.name,
                 "path": "tables" if fast is not None else "generic",
                 "index_breeding": self.gene_index() is not None,
                 "fused_gather": fast is not None, "fused_width": fast.table.width if fast else 0,
                 "costs": self.cost_paths(),
-                "accuracy": ("ridge pair tables" if fast is not None and fast.ridge is not None
-                             else "gathered features" if fast is not None and fast.acc_table is not None
-                             else "model"),
+                "accuracy": fast.accuracy_path if fast is not None else "model",
                 "accuracy_features": "gathered" if fast is not None and fast.acc_table is not None else "model"}
 
 
-_clock = __import__("time").perf_counter
-
-
-@dataclass
-class SearchOutcome:
-    """What a search algorithm hands back: every subnet it scored (its archive), the best-so-far
-    history, and algorithm facts for the report."""
-
-    archive: Batch
-    history: list[float] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
+# the counters as attributes of the problem, as callers before `usage` read them
+for _name in ("acc_calls", "acc_batches", "acc_computed", "cost_calls", "cost_batches", "acc_s", "cost_s"):
+    setattr(Problem, _name, property(lambda self, _name=_name: getattr(self.usage, _name),
+                                     doc=f"``usage.{_name}``"))
+del _name
 
 
 def feasible_sample(problem: Problem, n: int, rng: np.random.Generator, max_rounds: int = 50

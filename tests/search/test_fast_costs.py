@@ -63,7 +63,7 @@ def test_fast_cost_path_equals_predict(kind, table):
         pred = make().fit(m, y)
     problem = Problem(space, _Acc(), {"dev": pred}, {"dev": 1e6}, n_classes=10)
     assert problem.cost_paths() == {"ms:dev": path}
-    assert problem.tabulated() == {"ms:dev": path == "table"}
+    assert problem.cost_models.tabulated() == {"ms:dev": path == "table"}
     rng = np.random.default_rng(3)
     rows = np.concatenate([
         sample_mixed(space, 400, rng),

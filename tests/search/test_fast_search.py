@@ -81,14 +81,14 @@ def test_fused_costs_and_accuracy_equal_the_models(small_space, fitted, features
                       accuracy_risk=1.0)
     paths = problem.fast_paths()
     assert paths["fused_gather"] and paths["accuracy_features"] == "gathered"
-    assert (problem._fast_path().ridge is not None) == (features == "full")  # one-hot ridge: pair tables
+    assert (problem.fast_path.ridge is not None) == (features == "full")  # one-hot ridge: pair tables
     rows = sample_mixed(small_space, 300, np.random.default_rng(5))
     cols, viol, idx = problem.costs_indexed(rows)
     assert idx is not None and set(cols) == {"ms:a", "ms:b", "macs", "params"}
     np.testing.assert_allclose(cols["ms:a"], lat_a.predict(rows), rtol=1e-9, atol=0)
     np.testing.assert_allclose(cols["ms:b"], lat_b.predict(rows), rtol=1e-9, atol=0)
     for what in ("macs", "params"):
-        np.testing.assert_allclose(cols[what], problem._stats(rows, what), rtol=1e-9, atol=0)
+        np.testing.assert_allclose(cols[what], problem.cost_models.count(rows, what), rtol=1e-9, atol=0)
     mean, std = acc.predict_with_std(rows)
     np.testing.assert_allclose(problem.top1(rows, idx), mean - std, rtol=1e-9)  # accuracy_risk 1
     problem.reset()
@@ -110,6 +110,7 @@ def test_rows_outside_the_tables_take_the_model_path(small_space, fitted):
 def test_search_without_plot_writes_no_png_and_drops_a_stale_one(tmp_path):
     """`run_search(plot=False)`: pareto.csv, search.json and explored.csv; an earlier pareto.png (another
     search's) is removed so the files in the run always belong together."""
+    from hwnas.run import RunFiles
     from hwnas.search.api import _write
 
     import pandas as pd
@@ -117,6 +118,6 @@ def test_search_without_plot_writes_no_png_and_drops_a_stale_one(tmp_path):
     (tmp_path / "pareto.png").write_bytes(b"old")
     front = pd.DataFrame({"ms_pred": [1.0], "top1_pred": [50.0], "on_front": [True], "verified": [False]})
     sample = {"top1_pred": np.ones(1), "ms_pred:d": np.ones(1)}
-    paths = _write(tmp_path, front, {"metrics": {}}, sample, ["d"], {"d": 2.0}, "t", plot=False)
+    paths = _write(RunFiles(tmp_path), front, {"metrics": {}}, sample, ["d"], {"d": 2.0}, "t", plot=False)
     assert set(paths) == {"pareto_csv", "search_json", "explored_csv"}
     assert not (tmp_path / "pareto.png").exists() and (tmp_path / "search.json").exists()

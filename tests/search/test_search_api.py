@@ -130,13 +130,13 @@ def test_user_errors_are_one_line(run, tmp_path):
     assert "\n" not in str(err.value)
     with pytest.raises(PredictorMissing, match=f"hwnas latency fit --run {run.run_dir} --device cpu-openvino"):
         run_search(run.run_dir, "cpu-openvino", 5.0, verify=False)
-    with pytest.raises(InputError, match="--workers"):
+    with pytest.raises(InputError, match="^workers and storage apply to"):
         run_search(run.run_dir, DEV, run.budget, workers=2, verify=False)
     with pytest.raises(InputError, match="unknown search algorithm"):
         run_search(run.run_dir, DEV, run.budget, algo="annealing", verify=False)
     with pytest.raises(HwnasError, match="not an hwnas run"):
         run_search(tmp_path / "nowhere", DEV, 1.0)
-    with pytest.raises(InputError, match="--max-macs must be a positive"):
+    with pytest.raises(InputError, match="^max_macs must be a positive count"):
         run_search(run.run_dir, DEV, run.budget, max_macs=0, verify=False, **SMALL)
     with pytest.raises(BudgetError, match="no subnet has macs <= 1"):
         run_search(run.run_dir, DEV, run.budget, max_macs=1, verify=False, **SMALL)

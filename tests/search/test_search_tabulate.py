@@ -65,7 +65,7 @@ def test_real_lookup_table_predictor_is_tabulated_exactly(family):
     ms = 0.3 + _macs_of(space)(m) / 2e7 * (1 + 0.05 * rng.standard_normal(len(m)))
     lut = LookupTablePredictor(n_classes=10, width_mult=space.width_mult, family=family).fit(m, ms)
     problem = Problem(space, lut, {"dev": lut}, {"dev": 10.0}, n_classes=10)
-    assert problem.tabulated() == {"ms:dev": True}
+    assert problem.cost_models.tabulated() == {"ms:dev": True}
     check = sample_mixed(space, 500, rng)
     np.testing.assert_allclose(problem.costs(check)[0]["ms:dev"], lut.predict(check), rtol=1e-9)
     fastest, row = problem.fastest("dev")
