@@ -10,7 +10,7 @@ fine-tuning one subnet alone.
     SOURCE's data for each of --epochs (default 1 and 3), top-1 on the test split before and after
     with the binomial standard error of that split beside it.
 
-    .venv/bin/python experiments/bench_transfer.py --part transfer
+    .venv/bin/python experiments/bench_transfer.py --part transfer [--run runs/transfer-mnist]
     .venv/bin/python experiments/bench_transfer.py --part finetune [--data fashion-mnist:/usr/share/datasets/fashion-mnist]
 
 Writes experiments/results/transfer.json (each part under its own key; a part rerun replaces it).
@@ -74,12 +74,16 @@ def part_transfer(args) -> dict:
     from hwnas.supernet.transfer import TRANSFER_RECIPE, source_stem
 
     target = DataConfig.from_spec(args.target)
-    out = Path(args.work) / "transfer"
+    out = Path(args.run or Path(args.work) / "transfer")
     cmd = [sys.executable, "-m", "hwnas", "train", "--init-from", args.source, "--data", args.target,
            "--out", str(out)]
-    started = time.time()
-    subprocess.run(cmd, check=True, env={**os.environ, "HWNAS_NO_PROGRESS": "1"})
-    seconds = time.time() - started
+    load_before = os.getloadavg()
+    if args.run:  # trained earlier by exactly this command: its time from its own log, as scratch's
+        seconds = _logged_seconds(out / "train_log.jsonl")
+    else:
+        started = time.time()
+        subprocess.run(cmd, check=True, env={**os.environ, "HWNAS_NO_PROGRESS": "1"})
+        seconds = time.time() - started
 
     scratch = SCRATCH[target.name]
     src_space = SearchSpace.from_dict(load_checkpoint_meta(source_stem(args.source))["space"])
@@ -88,8 +92,7 @@ def part_transfer(args) -> dict:
     archs = spread_archs(src_space, 8, r_choices=common_r)
     transferred = evaluate(out / "supernet", archs, target)
     from_scratch = evaluate(scratch, archs, target)
-    log = [json.loads(line) for line in (Path(f"{scratch}_train_log.jsonl")).read_text().splitlines() if line]
-    scratch_s = float(log[-1]["elapsed_s"])
+    scratch_s = _logged_seconds(Path(f"{scratch}_train_log.jsonl"))
     rows = [{"arch": a.describe(), "r": a.r, "transferred": t["top1"], "scratch": s["top1"], "n": t["n"]}
             for a, t, s in zip(archs, transferred, from_scratch)]
     mean_t = float(np.mean([r["transferred"] for r in rows]))
@@ -99,7 +102,16 @@ def part_transfer(args) -> dict:
             "scratch_s": round(scratch_s, 1), "time_ratio": round(seconds / scratch_s, 3),
             "mean_transferred": round(mean_t, 2), "mean_scratch": round(mean_s, 2),
             "gap": round(mean_t - mean_s, 2), "min_transferred": min(r["transferred"] for r in rows),
+            "timed": "its own train log (--run)" if args.run else "this script, the whole command",
+            "loadavg_before": [round(v, 2) for v in load_before],
             "test_images": rows[0]["n"], "se_at_mean": binomial_se(mean_t, rows[0]["n"]), "subnets": rows}
+
+
+def _logged_seconds(log: Path) -> float:
+    """A run's training time as its log says: the last epoch's elapsed_s (counted from the start of
+    the process that wrote it, so only for runs trained in one go, as both sides here were)."""
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return float(lines[-1]["elapsed_s"])
 
 
 def part_finetune(args) -> dict:
@@ -136,6 +148,8 @@ def main() -> None:
     ap.add_argument("--part", choices=("transfer", "finetune"), required=True)
     ap.add_argument("--source", default="shipped")
     ap.add_argument("--target", default="mnist-embedded", help="(a) the dataset carried to")
+    ap.add_argument("--run", default=None, help="(a) a finished transfer run of exactly that command: "
+                    "evaluate it instead of training one (its time from its log)")
     ap.add_argument("--data", default=None, help="(b) fine-tuning data (default: the supernet's)")
     ap.add_argument("--epochs", type=int, nargs="+", default=[1, 3])
     ap.add_argument("--lr", type=float, default=0.01)
