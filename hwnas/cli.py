@@ -19,7 +19,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from hwnas import __version__
-from hwnas.errors import HwnasError, InputError, MissingExtraError
+from hwnas.errors import HwnasError, InputError, MissingExtraError, SettingError
 from hwnas.extras import install_hint, missing_extra, need
 from hwnas.families import DEFAULT_FAMILY, family_names, get_family
 from hwnas.progress import OutputConsole
@@ -821,22 +821,19 @@ def search_cmd(
     from hwnas.progress import EventProgress
     from hwnas.run import open_run
     from hwnas.search import SearchSettings, run_search
-    from hwnas.search.checks import SettingError
     from hwnas.search.goals import objectives_beyond
 
-    try:  # the library checks the settings; its lines name them as flags here
-        settings = SearchSettings(
-            tuple(device), tuple(latency_ms), algo=algo.value, pareto=pareto, workers=workers, storage=storage,
-            top_k=top_k, seed=seed, verify=verify, devices_file=devices_file,
-            objectives=objectives_beyond(device, objective), max_macs=max_macs, max_params=max_params,
-            population=population, generations=generations, n_trials=trials, accuracy_samples=accuracy_samples,
-            accuracy_checks=accuracy_checks, latency_margin=latency_margin, accuracy_risk=accuracy_risk,
-            plot=plot, precision=precision, int8_samples=int8_samples)
-        finetune = _finetune_settings(finetune_epochs, seed)
-        with EventProgress(err_console) as bar:
-            res = run_search(run, settings, progress=bar)
-    except SettingError as err:
-        raise InputError(err.render(_search_flag)) from None
+    # the library checks the settings; `main` spells their names in its lines as flags
+    settings = SearchSettings(
+        tuple(device), tuple(latency_ms), algo=algo.value, pareto=pareto, workers=workers, storage=storage,
+        top_k=top_k, seed=seed, verify=verify, devices_file=devices_file,
+        objectives=objectives_beyond(device, objective), max_macs=max_macs, max_params=max_params,
+        population=population, generations=generations, n_trials=trials, accuracy_samples=accuracy_samples,
+        accuracy_checks=accuracy_checks, latency_margin=latency_margin, accuracy_risk=accuracy_risk,
+        plot=plot, precision=precision, int8_samples=int8_samples)
+    finetune = _finetune_settings(finetune_epochs, seed)
+    with EventProgress(err_console) as bar:
+        res = run_search(run, settings, progress=bar)
     _print_best(res)
     if finetune is not None and res.best:
         _finetune_best(open_run(run, create=False), res, finetune)
@@ -944,7 +941,7 @@ def accuracy_build(
         table = build_accuracy_table(cfg, samples, seed=seed, bn_images=bn_images, progress=bar)
     if not quiet:
         top1 = table["top1"]
-        err_console.print(f"{run / 'accuracy.csv'}: {len(table)} subnets, val top-1 {top1.min():.2f}"
+        err_console.print(f"{cfg.files.accuracy}: {len(table)} subnets, val top-1 {top1.min():.2f}"
                           f"..{top1.max():.2f}% (median {top1.median():.2f}%)", highlight=False)
 
 
@@ -1177,7 +1174,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     except HwnasError as err:
         if _state["debug"]:
             raise
-        _fail(str(err), err.exit_code)
+        # a library setting's error names it as the library does; here, as the flag that sets it
+        _fail(err.render(_search_flag) if isinstance(err, SettingError) else str(err), err.exit_code)
     except typer.Abort:
         _fail("aborted", 130)
     except (KeyboardInterrupt, _Interrupted):

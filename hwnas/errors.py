@@ -7,9 +7,12 @@ one line and exits with code 2; `--debug` shows the traceback instead.
 
 from __future__ import annotations
 
+from typing import Callable, Mapping
+
 __all__ = [
     "HwnasError",
     "InputError",
+    "SettingError",
     "TableError",
     "ConfigError",
     "CheckpointError",
@@ -62,3 +65,27 @@ class AgentError(HwnasError):
 class MissingExtraError(HwnasError):
     """A command needs an optional part of hwnas that is not installed; the message names the
     pip extra that installs it."""
+
+
+class SettingError(InputError):
+    """A library setting out of its range (a search's, an accuracy table's). `template` names settings as ``{name}``; `settings`
+    are the names it mentions, first the one at fault."""
+
+    def __init__(self, template: str, *settings: str) -> None:
+        self.template, self.settings = template, settings
+        super().__init__(self.render())
+
+    @property
+    def setting(self) -> str:
+        return self.settings[0]
+
+    def render(self, spell: Callable[[str], str] | Mapping[str, str] | None = None) -> str:
+        """The message with each setting spelled by `spell` (a mapping or function; default: as
+        the library names it)."""
+        if spell is None:
+            names = {s: s for s in self.settings}
+        elif callable(spell):
+            names = {s: spell(s) for s in self.settings}
+        else:
+            names = {s: spell.get(s, s) for s in self.settings}
+        return self.template.format(**names)

@@ -62,7 +62,7 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
     from hwnas.profiling.protocol import ProtocolSettings
     from hwnas.profiling.stage import profile
     from hwnas.run import open_run
-    from hwnas.search import ensure_accuracy_predictor, run_search
+    from hwnas.search import SearchSettings, ensure_accuracy_predictor, run_search
 
     s = settings
     if s.samples < 10:
@@ -92,9 +92,9 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
           lambda: ensure_accuracy_predictor(run, s.accuracy_samples, seed=s.seed, progress=progress))
     budget = s.budget_ms if s.budget_ms is not None else _default_budget(run.run_dir, s.device)
     res = stage(f"search the Pareto front under {budget} ms, measure the top {s.top_k}",
-                lambda: run_search(run.run_dir, s.device, budget, algo="evolution", pareto=True,
-                                   top_k=s.top_k, seed=s.seed, accuracy_samples=s.accuracy_samples,
-                                   progress=progress))
+                lambda: run_search(run.run_dir, SearchSettings(
+                    (s.device,), (budget,), algo="evolution", pareto=True, top_k=s.top_k, seed=s.seed,
+                    accuracy_samples=s.accuracy_samples), progress=progress))
     out = QuickstartResult(s, budget, clock, report, res)
     if not res.ok:
         log(f"no subnet met the budget when measured: {res.message}")

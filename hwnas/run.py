@@ -53,6 +53,14 @@ class RunFiles:
         """Measured top-1 of subnets on another split (verification: ``accuracy-test.csv``)."""
         return self.root / f"accuracy-{split}.csv"
 
+    def drop_table(self, device: str, precision: str) -> Path:
+        """Measured bf16 / INT8 top-1 drop of subnets on a device's variant (hwnas.accuracy.int8)."""
+        return self.root / f"accuracy-{precision}-{device}.csv"
+
+    @property
+    def optuna_journal(self) -> Path:  # the Optuna samplers' study when no storage URL is given
+        return self.root / "optuna.journal"
+
     # one search's outputs, written as one unit (hwnas.search.api)
     @property
     def pareto(self) -> Path:

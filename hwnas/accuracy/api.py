@@ -16,7 +16,7 @@ import numpy as np
 from hwnas.accuracy.predictors import AccuracyPredictor, MLPEnsemblePredictor, load_predictor_file
 from hwnas.accuracy.select import fit_best_accuracy
 from hwnas.accuracy.table import build_accuracy_table, frame_codes, read_accuracy_table
-from hwnas.errors import CheckpointError, HwnasError, InputError
+from hwnas.errors import CheckpointError, HwnasError, InputError, SettingError
 from hwnas.run import RunFiles
 
 __all__ = ["ACCURACY_PREDICTOR", "MIN_ROWS", "fit_accuracy_predictor", "load_accuracy_predictor",
@@ -42,12 +42,12 @@ def fit_accuracy_predictor(run, *, seed: int = 0, candidates=None, save: bool = 
     if len(df) < MIN_ROWS:
         raise InputError(f"the accuracy table of {run.run_dir} has {len(df)} subnets; fitting needs "
                          f"at least {MIN_ROWS}: build it with `hwnas accuracy build --run {run.run_dir}`")
-    m = frame_codes(run.space, df, str(Path(run.run_dir) / "accuracy.csv"))
+    m = frame_codes(run.space, df, str(run.files.accuracy))
     y = df["top1"].to_numpy(dtype=np.float64)
     pred, report = fit_best_accuracy(run.space, m, y, n_classes=run.n_classes, candidates=candidates,
                                      seed=seed)
     if save:
-        pred.save(Path(run.run_dir) / ACCURACY_PREDICTOR)
+        pred.save(run.files.accuracy_predictor)
     return pred, report
 
 
@@ -117,8 +117,8 @@ def check_accuracy_table(run, n: int | None = None) -> int:
     rows = _table_rows(run)
     if n is not None:
         if n < 1 or max(rows, n) < MIN_ROWS:
-            raise InputError(f"--accuracy-samples must be at least {MIN_ROWS} (the fewest subnets an "
-                             f"accuracy predictor is fitted on), got {n}")
+            raise SettingError(f"{{accuracy_samples}} must be at least {MIN_ROWS} (the fewest subnets an "
+                               f"accuracy predictor is fitted on), got {n}", "accuracy_samples")
         return rows
     if rows >= MIN_ROWS or _current_predictor(run, rows) is not None:
         return rows
@@ -127,8 +127,9 @@ def check_accuracy_table(run, n: int | None = None) -> int:
             f"{_duration(estimate_table_seconds(run, missing))} on a 2-core CPU")
     have = ("has no accuracy table" if rows == 0 else
             f"has {rows} subnets in its accuracy table, too few for an accuracy predictor (at least {MIN_ROWS})")
-    raise InputError(f"run {run.run_dir} {have}; build it first: `hwnas accuracy build --run {run.run_dir} "
-                     f"--samples {SUGGESTED_ROWS}` ({cost}), or pass --accuracy-samples {SUGGESTED_ROWS}")
+    raise SettingError(f"run {run.run_dir} {have}; build it first: `hwnas accuracy build --run {run.run_dir} "
+                       f"--samples {SUGGESTED_ROWS}` ({cost}), or set {{accuracy_samples}} to {SUGGESTED_ROWS}",
+                       "accuracy_samples")
 
 
 def describe_accuracy_predictor(run, pred: AccuracyPredictor, rows: int) -> str:

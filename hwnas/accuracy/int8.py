@@ -52,7 +52,9 @@ INT8_COLUMNS = drop_columns("int8")
 
 
 def drop_table_path(run_dir: str | Path, device: str, precision: str) -> Path:
-    return Path(run_dir) / f"accuracy-{precision}-{device}.csv"
+    from hwnas.run import RunFiles
+
+    return RunFiles(Path(run_dir)).drop_table(device, precision)
 
 
 def int8_table_path(run_dir: str | Path, device: str) -> Path:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from hwnas.errors import InputError
+from hwnas.run import RunFiles
 from hwnas.search.checks import SettingError, whole_number
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["SearchRequest", "SearchAlgorithm", "register", "algorithm_names", "get_algorithm",
            "DEFAULT_JOURNAL"]
 
-DEFAULT_JOURNAL = "optuna.journal"
+DEFAULT_JOURNAL = RunFiles(Path(".")).optuna_journal.name  # the run's (RunFiles owns the name)
 Progress = Callable[..., Any]
 
 
@@ -168,7 +169,7 @@ class _Optuna(SearchAlgorithm):
     def _search(self, problem, request, settings, progress):
         from hwnas.search.optuna_search import optuna_search
 
-        spec = request.storage or str(Path(request.run_dir) / DEFAULT_JOURNAL)
+        spec = request.storage or str(RunFiles(request.run_dir).optuna_journal)
         name = request.study_name or study_name(self.name, problem)
         out = optuna_search(problem, self.sampler, request.n_trials or self.default_trials, spec, name,
                             workers=request.workers, population=request.population or 100,

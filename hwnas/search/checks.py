@@ -11,33 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
-from hwnas.errors import InputError
+from hwnas.errors import InputError, SettingError
 
 __all__ = ["SettingError", "literal", "whole_number", "positive_number", "within", "one_of"]
-
-
-class SettingError(InputError):
-    """A search setting out of its range. `template` names settings as ``{name}``; `settings`
-    are the names it mentions, first the one at fault."""
-
-    def __init__(self, template: str, *settings: str) -> None:
-        self.template, self.settings = template, settings
-        super().__init__(self.render())
-
-    @property
-    def setting(self) -> str:
-        return self.settings[0]
-
-    def render(self, spell: Callable[[str], str] | Mapping[str, str] | None = None) -> str:
-        """The message with each setting spelled by `spell` (a mapping or function; default: as
-        the library names it)."""
-        if spell is None:
-            names = {s: s for s in self.settings}
-        elif callable(spell):
-            names = {s: spell(s) for s in self.settings}
-        else:
-            names = {s: spell.get(s, s) for s in self.settings}
-        return self.template.format(**names)
 
 
 def literal(value: Any) -> str:
