@@ -103,12 +103,8 @@ def test_hypervolume_of_random_fronts(k):
             assert hv == pytest.approx(_brute_hv_2d(loss, ref), rel=1e-12, abs=1e-12)
 
 
-def test_a_front_of_45k_rows_and_4_objectives_is_fast():
-    """Optuna's general sort took ~18 s here; moocore takes hundredths of a second."""
-    import time
-
-    rng = np.random.default_rng(0)
-    loss = rng.random((45_000, 4))
-    t = time.perf_counter()
+def test_a_front_of_45k_rows_and_4_objectives_is_computed():
+    """The size the dashboard meets (its speed: experiments/bench_pareto_front.py)."""
+    loss = np.random.default_rng(0).random((45_000, 4))
     n_front = int(front_mask(loss).sum())
-    assert time.perf_counter() - t < 2.0 and 0 < n_front < len(loss)
+    assert 0 < n_front < len(loss)
