@@ -3,7 +3,7 @@
     .venv/bin/python experiments/make_precomputed_accuracy.py --samples 300
 
 Builds the accuracy table of a fresh run on the shipped supernet and its embedded dataset exactly as
-`hwnas accuracy build --samples N` does (same prefix-stable sample, seed 0, BN calibration on 500
+`hwnas accuracy build --samples N` does (same prefix-stable sample, seed 0, BN calibration on BN_IMAGES
 training images, the validation split), then writes hwnas/assets/<shipped>_accuracy.csv and the key
 that says when its rows apply (.json). Rerun it whenever the shipped supernet changes: a key that
 no longer matches is ignored and every row is evaluated again.

@@ -500,12 +500,15 @@ def latency_eval(
                       f"{100 * r['within_10']:.1f}% within ±10%", highlight=False)
     held_out = f" ({report['learning_curve'][0]['n_test']} held out)" if report["learning_curve"] else ""
     curve = _table("train rows", "within ±5%", "within ±10%", "RMSE ms", "MAPE %", "Kendall", "Spearman",
-                   "FLOPs-only ±10%", "FLOPs-only Kendall", title="learning curve" + held_out)
+                   "FLOPs-only ±5/10%", "FLOPs-only Kendall", "before priors ±5/10%", "before priors Kendall",
+                   title="learning curve" + held_out)
     for row in report["learning_curve"]:
-        f = row["flops_baseline"]
+        f, t = row["flops_baseline"], row["today_baseline"]
         curve.add_row(str(row["n_train"]), f"{100 * row['within_5']:.1f}", f"{100 * row['within_10']:.1f}",
                       f"{row['rmse_ms']:.4f}", f"{row['mape']:.1f}", f"{row['kendall_tau']:.3f}",
-                      f"{row['spearman_rho']:.3f}", f"{100 * f['within_10']:.1f}", f"{f['kendall_tau']:.3f}")
+                      f"{row['spearman_rho']:.3f}", f"{100 * f['within_5']:.0f}/{100 * f['within_10']:.0f}",
+                      f"{f['kendall_tau']:.3f}", f"{100 * t['within_5']:.0f}/{100 * t['within_10']:.0f}",
+                      f"{t['kendall_tau']:.3f}")
     console.print(curve)
 
 
@@ -578,7 +581,11 @@ def agent_health(device: str = typer.Argument(..., help="A remote device (with h
 def profile_cmd(
     device: list[str] = typer.Option(..., "--device", help="Device to profile (repeat for several)."),
     run: Path = typer.Option(..., "--run", help="Run directory (created if new)."),
-    samples: int = typer.Option(100, "--samples", help="Subnets to measure, spread over the MACs range."),
+    samples: str = typer.Option("100", "--samples", help="Subnets to measure, spread over the MACs range; or "
+                                "'auto': measure where the latency predictor is least sure until its "
+                                "cross-validated error stops improving."),
+    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="With --samples auto: stop "
+                                                "after this many minutes per device."),
     reference: list[str] = typer.Option([], "--reference", help="Also time a timm model, e.g. "
                                         "timm:mobilenetv3_large_100 (no weights needed)."),
     supernet: Optional[Path] = typer.Option(None, "--supernet", help="Supernet checkpoint stem "
@@ -601,6 +608,18 @@ def profile_cmd(
     from hwnas.progress import make_progress
     from hwnas.run import open_run
 
+    from hwnas.profiling.auto_samples import AutoSettings
+
+    if samples.strip().lower() == "auto":
+        chosen: Any = AutoSettings(seed=seed, budget_s=None if time_budget is None else 60 * time_budget)
+        chosen.check()
+    elif time_budget is not None:
+        raise InputError("--time-budget goes with --samples auto")
+    else:
+        try:
+            chosen = int(samples)
+        except ValueError:
+            raise InputError(f"--samples must be a number of subnets or 'auto', got {samples!r}") from None
     cfg = open_run(run, supernet, data=_data_config(data))
     protocol = ProtocolSettings(rounds=rounds, runs=runs, seed=seed)
     with make_progress(err_console) as bar:
@@ -611,12 +630,19 @@ def profile_cmd(
                 tasks[dev] = bar.add_task(f"profile {dev}", total=total, info="")
             bar.update(tasks[dev], completed=done, total=total, info=key)
 
-        results = profile(cfg, device, samples, devices_file=devices_file, references=reference,
-                          protocol=protocol, progress=update, blocks=blocks, recalibrate=recalibrate)
+        results = profile(cfg, device, chosen, devices_file=devices_file, references=reference,
+                          protocol=protocol, progress=update, blocks=blocks, recalibrate=recalibrate,
+                          log=lambda msg: err_console.print(msg, highlight=False))
     table = _table("device", "measured now", "already there")
     for r in results:
         table.add_row(r["device"], str(r["measured"]), str(r["skipped"]))
     console.print(table)
+    for r in results:
+        if "auto" in r:
+            a, last = r["auto"], r["auto"]["history"][-1]
+            console.print(f"{r['device']}: took {a['samples']} subnets ({a['stopped']}); predictor "
+                          f"{a['chosen']}, CV RMS log error {last['cv_rmse_log']:.4f}, "
+                          f"{100 * last['cv_within_10']:.1f}% within ±10%", highlight=False)
     console.print(f"measurements: {run / 'measurements.parquet'}")
 
 

@@ -28,6 +28,9 @@ __all__ = ["read_latency_table", "fit_from_table", "predict_table", "evaluate_pr
            "fit_from_run", "run_family", "LEARNING_CURVE_SIZES"]
 
 LEARNING_CURVE_SIZES = (10, 20, 50, 100, 200, 500)
+#: what every learning-curve point is scored beside: a FLOPs-only line, and the predictor hwnas
+#: chose before issue 31 (no runtime priors, the within-10 criterion)
+BASELINES = ("flops_baseline", "today_baseline")
 
 
 def _target(df, column: str, source: str, family: Family) -> np.ndarray:
@@ -161,7 +164,9 @@ def evaluate_predictor(table_csv, target_column: str, *,
     - With `predictor_json`: that predictor's metrics on every row of the table (``heldout``).
     - Learning curve: rows are shuffled (`seed`), the last `test_fraction` held out, and for each
       N in `sizes` (those <= the rest) a predictor is fitted on N rows (`fit_best`, or the
-      candidates of one `kind`) and scored on the held-out rows, beside a FLOPs-only linear fit;
+      candidates of one `kind`) and scored on the held-out rows, beside `BASELINES`: a FLOPs-only
+      linear fit and today's default (``fit_best(priors=(), criterion="within-10")``), so the
+      curve shows what each extra measurement buys;
       `repeats` > 1 averages over reshuffles.
     - `repeat_column`: a second measurement of the same subnets; its agreement with the target
       (``repeatability``: fraction within +-5/10%) is the bar a predictor should reach.
@@ -201,8 +206,13 @@ def evaluate_predictor(table_csv, target_column: str, *,
             pred = _fit(kind, m[train], y[train], width_mult, n_classes, base_pred, seed, family)
             flops = AnalyticPredictor("macs", "linear", 0.0, width_mult=width_mult,
                                       n_classes=n_classes, family=family).fit(m[train], y[train])
+            # hwnas before runtime priors and the one-SE choice: what the new default must beat
+            today = fit_best(m[train], y[train], kinds=None if kind is None else [kind], width_mult=width_mult,
+                             n_classes=n_classes, base=base_pred, seed=seed, family=family, priors=(),
+                             criterion="within-10")[0]
             runs.append({"chosen": pred.describe(), **summary(pred.predict(m[test]), y[test]),
-                         "flops_baseline": summary(flops.predict(m[test]), y[test])})
+                         "flops_baseline": summary(flops.predict(m[test]), y[test]),
+                         "today_baseline": summary(today.predict(m[test]), y[test])})
         curve.append({"n_train": n, "n_test": n_test, **_mean_runs(runs)})
     report["learning_curve"] = curve
     report["kind"] = kind or "fit_best"
@@ -218,8 +228,8 @@ def _mean_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     keys = [k for k, v in runs[0].items() if isinstance(v, (int, float))]
     out: dict[str, Any] = {k: float(np.mean([r[k] for r in runs])) for k in keys}
     out["chosen"] = [r["chosen"] for r in runs]
-    out["flops_baseline"] = {k: float(np.mean([r["flops_baseline"][k] for r in runs]))
-                             for k in runs[0]["flops_baseline"]}
+    for baseline in BASELINES:
+        out[baseline] = {k: float(np.mean([r[baseline][k] for r in runs])) for k in runs[0][baseline]}
     out["repeats"] = len(runs)
     return out
 

@@ -100,8 +100,11 @@ class HybridPredictor(LatencyPredictor):
         if self.auto_base:
             from hwnas.latency.select import fit_best  # select imports this module
 
+            # hybrids fit from 30 rows, where the within-10 choice is stable: kept, so a refit
+            # gives the model a saved hybrid holds
             self.base = fit_best(m, y, kinds=["analytic"], width_mult=self.meta.width_mult,
-                                 n_classes=self.meta.n_classes, family=self.meta.family)[0]
+                                 n_classes=self.meta.n_classes, family=self.meta.family, priors=(),
+                                 criterion="within-10")[0]
         else:
             self.base.fit(m, y)
         target = np.log(y) - np.log(self.base.predict(m))

@@ -69,7 +69,21 @@ class TransferPredictor(LatencyPredictor):
                                  n_classes=self.meta.n_classes, family=self.meta.family)
 
     def describe(self) -> str:
-        return f"transfer({self.base.describe() if self.base else '?'}, features={self.features})"
+        if self.base is None:
+            return f"transfer(?, features={self.features})"
+        prior = self.base.meta.notes.get("prior")  # a runtime prior (`hwnas.latency.priors`) by its name
+        source = f"prior {prior}" if prior else self.base.describe()
+        return f"transfer({source}, features={self.features})"
+
+    @property
+    def from_prior(self) -> bool:
+        """Whether the source is a runtime prior (`hwnas.latency.priors`) rather than a device's."""
+        return bool(self.base is not None and self.base.meta.notes.get("prior"))
+
+    def slope(self) -> float:
+        """d log(ms) / d log(source ms) of the fitted model: 1 when the target's latencies scale
+        with the source's (the same runtime's cost structure), far from 1 when they do not."""
+        return float(self.coef[0] / self.scale[0])
 
     def _phi(self, m: np.ndarray, cache: FeatureCache | None = None) -> np.ndarray:
         cache = cache or FeatureCache(m)

@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hwnas.errors import DeviceError, InputError
+from hwnas.profiling.auto_samples import AutoSettings
 from hwnas.profiling.anchors import build_timing_subnet, reference_arch, reference_key, run_anchor
 from hwnas.profiling.protocol import ProtocolSettings
 from hwnas.profiling.session import open_session
@@ -33,7 +34,7 @@ from hwnas.profiling.store import MeasurementStore, stats_row
 from hwnas.run import RunConfig
 from hwnas.space import Arch
 
-__all__ = ["ProtocolSettings", "select_subnets", "reference_arch", "reference_key", "run_anchor",
+__all__ = ["ProtocolSettings", "AutoSettings", "select_subnets", "reference_arch", "reference_key", "run_anchor",
            "build_timing_subnet", "block_key", "profile", "measure_subnets"]
 
 ProgressFn = Callable[[str, int, int, str], Any]  # (device, done, total, key)
@@ -214,14 +215,20 @@ def _family_block_entries(space, rs: Sequence[int], n_classes: int) -> list[dict
             for e in sorted(entries, key=lambda t: (order[t[0]],) + tuple(t[1:]))]
 
 
-def profile(run: RunConfig, devices: Sequence[str], samples: int, *, devices_file: str | Path | None = None,
+def profile(run: RunConfig, devices: Sequence[str], samples: int | AutoSettings, *,
+            devices_file: str | Path | None = None,
             references: Sequence[str] = (), reference_resolution: int | None = None,
             protocol: ProtocolSettings = ProtocolSettings(), progress: ProgressFn | None = None,
-            blocks: bool = False, recalibrate: bool = False) -> list[dict[str, Any]]:
+            blocks: bool = False, recalibrate: bool = False,
+            log: Callable[[str], Any] | None = None) -> list[dict[str, Any]]:
     """Profile `samples` stratified subnets (and `references` like "timm:efficientnet_b0") on each
     device into the run's store; with `blocks`, also the parts (stem, blocks, head) a lookup-table
     predictor sums (see `_block_entries`). `recalibrate`: measure a fresh anchor for devices new
-    to this run instead of the host's (`hwnas.profiling.anchors`). Returns one summary per device."""
+    to this run instead of the host's (`hwnas.profiling.anchors`). Returns one summary per device.
+
+    `samples` as `AutoSettings` (``--samples auto``): each device, one after another, is measured
+    until its latency predictor stops improving (`hwnas.profiling.auto_samples`; `log` hears of
+    every fit); its summary adds ``auto`` (subnets taken, why it stopped, the CV history)."""
     from hwnas.devices import get_device
 
     if not devices:
@@ -234,10 +241,14 @@ def profile(run: RunConfig, devices: Sequence[str], samples: int, *, devices_fil
         reason = dev.available()
         if reason:
             raise DeviceError(f"device '{dev.name}' is not usable here: {reason}")
-    subnets = select_subnets(run.space, samples, seed=protocol.seed, n_classes=run.n_classes)
     ref_r = reference_resolution or max(run.space.r_choices)
     store = MeasurementStore(run.run_dir)
     entries = _block_entries(run.space, run.n_classes) if blocks else []
+    if isinstance(samples, AutoSettings):
+        return [_profile_auto(run, dev.name, samples, store, devices_file, protocol, ref_r, progress,
+                              recalibrate, _Job(dev.name, [], list(references), entries), log)
+                for dev in resolved]
+    subnets = select_subnets(run.space, samples, seed=protocol.seed, n_classes=run.n_classes)
     local = [_Job(d.name, subnets, list(references), entries) for d in resolved if not d.is_remote]
     remote = [_Job(d.name, subnets, list(references), entries) for d in resolved if d.is_remote]
 
@@ -256,6 +267,35 @@ def profile(run: RunConfig, devices: Sequence[str], samples: int, *, devices_fil
     except BaseException:  # Ctrl-C (or a failure): no agent starts another measurement
         stop.set()
         raise
+
+
+def _profile_auto(run: RunConfig, device: str, settings: AutoSettings, store: MeasurementStore,
+                  devices_file: str | Path | None, protocol: ProtocolSettings, ref_r: int,
+                  progress: ProgressFn | None, recalibrate: bool, extras: _Job,
+                  log: Callable[[str], Any] | None) -> dict[str, Any]:
+    """`auto_profile` on one device, each batch measured (or found in the store) by
+    `_measure_device`; then the references and block entries of `extras`."""
+    from hwnas.profiling.auto_samples import auto_profile
+
+    counts = {"measured": 0, "skipped": 0}
+
+    def measure(archs: list[Arch]) -> np.ndarray:
+        got = _measure_device(run, _Job(device, list(archs)), store, devices_file, protocol, ref_r,
+                              progress, recalibrate)
+        counts["measured"] += got["measured"]
+        counts["skipped"] += got["skipped"]
+        df = store.read()
+        df = df[(df["device"] == device) & (df["kind"] == "subnet")].set_index("key")
+        return df.loc[[a.id for a in archs], "corrected_ms"].to_numpy(dtype=np.float64)
+
+    result = auto_profile(run.space, measure, settings, n_classes=run.n_classes,
+                          log=(lambda msg: log(f"{device}: {msg}")) if log else None)
+    if extras.models or extras.blocks:
+        got = _measure_device(run, extras, store, devices_file, protocol, ref_r, progress, recalibrate)
+        counts["measured"] += got["measured"]
+        counts["skipped"] += got["skipped"]
+    return {"device": device, **counts, "auto": {"samples": result.samples, "stopped": result.stopped,
+                                                  "chosen": result.chosen, "history": result.history}}
 
 
 class _AgentThread(threading.Thread):

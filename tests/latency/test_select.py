@@ -19,8 +19,15 @@ def test_fit_best_reports_and_picks_by_the_documented_criterion(ort):
     rows = report["candidates"]
     assert report["folds"] == 10 and report["n_rows"] == 40  # leave-one-out only up to 30 rows
     assert {r["kind"] for r in rows} == {"analytic", "lut"}
-    best = max(rows, key=lambda r: (r["within_10"], -r["rmse_log"]))
-    assert report["chosen"] == best["name"] == pred.describe()
+    # one-se: the earliest candidate whose mean squared log error is within one standard error
+    # (paired) of the best's; never one with a worse rmse_log than that allows
+    best = min(rows, key=lambda r: r["rmse_log"])
+    chosen = next(r for r in rows if r["name"] == report["chosen"])
+    assert report["chosen"] == pred.describe() and report["criterion"] == "one-se"
+    assert chosen["index"] <= best["index"] and chosen["rmse_log"] ** 2 <= 1.5 * best["rmse_log"] ** 2
+    _, old = fit_best(m[:40], y[:40], n_classes=ort.n_classes, kinds=["analytic", "lut"], criterion="within-10")
+    legacy = max(old["candidates"], key=lambda r: (r["within_10"], -r["rmse_log"]))
+    assert old["chosen"] == legacy["name"] and old["criterion"] == "within-10"
     assert pred.meta.cv["chosen"] == pred.describe() and pred.meta.n_train == 40
     for r in rows:
         assert 0 <= r["within_10"] <= 1 and r["rmse_log"] > 0
