@@ -9,9 +9,11 @@ import tempfile
 import pytest
 import torch
 
-# shared test helpers (e.g. ofa_reference; search_stubs) import by name from any test folder
+# shared test helpers (e.g. ofa_reference; search_stubs; the test-only family tiny_convnet) import
+# by name from any test folder
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(1, os.path.join(os.path.dirname(__file__), "search"))
+sys.path.insert(2, os.path.join(os.path.dirname(__file__), "families"))
 
 # Device anchors (hwnas.profiling.anchors) live in a per-user state folder: give the tests, and the
 # processes they start, one of their own so they neither read nor change the user's.
@@ -54,6 +56,24 @@ def tiny_supernet(tmp_path_factory):
     save_checkpoint(stem, model, {"space": space.to_dict(), "n_classes": 10, "dataset": "mnist-embedded",
                                   "class_names": [str(i) for i in range(10)]}, rng=False)
     return stem
+
+
+def _family_ids():
+    from family_runs import every_family
+
+    return every_family()
+
+
+@pytest.fixture(params=_family_ids())
+def family(request):
+    """Each family in turn (`family_runs.every_family`), as its `Family`; the test-only family is
+    registered for the test and unregistered after it."""
+    from family_runs import family_in_registry
+
+    from hwnas.families import get_family
+
+    with family_in_registry(request.param):
+        yield get_family(request.param)
 
 
 @pytest.fixture(scope="session")

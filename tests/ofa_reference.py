@@ -9,8 +9,15 @@ import math
 import pytest
 import torch
 
-PROXYLESS = dict(ks_list=[3, 5, 7], expand_ratio_list=[3, 4, 6], depth_list=[2, 3, 4])
+MOBILENETS = dict(ks_list=[3, 5, 7], expand_ratio_list=[3, 4, 6], depth_list=[2, 3, 4])
 RESNET50 = dict(depth_list=[0, 1, 2], expand_ratio_list=[0.2, 0.25, 0.35], width_mult_list=[0.65, 0.8, 1.0])
+#: Once-for-All's class (`Family.ofa_class`) -> its published choices at a width multiplier
+#: (ResNet50's widths are genes: its constructor takes no width_mult)
+PUBLISHED_CHOICES = {
+    "OFAMobileNetV3": lambda width: {**MOBILENETS, "width_mult": width},
+    "OFAProxylessNASNets": lambda width: {**MOBILENETS, "width_mult": width},
+    "OFAResNets": lambda width: RESNET50,
+}
 # the last convolution of a block (and shortcuts) feeds no activation: fan-in gain 1, else 2
 _LINEAR_OUT = ("point_linear", "conv3", "downsample")
 
@@ -45,16 +52,22 @@ def _networks():
                                reason="Once-for-All's code (pip extra dev: ofa) is not installed")
 
 
-def official_proxyless(width: float = 1.3, n_classes: int = 1000, seed: int = 0, randomise: bool = True):
+def official_supernet(ofa_class: str, width: float, n_classes: int = 1000, seed: int = 0,
+                      randomise: bool = True):
+    """Once-for-All's `ofa_class` supernet with its published choices at `width`."""
+    if ofa_class not in PUBLISHED_CHOICES:
+        pytest.fail(f"tests/ofa_reference.py has no published choices of Once-for-All's {ofa_class}; add them")
     torch.manual_seed(seed)
-    net = _networks().OFAProxylessNASNets(n_classes=n_classes, dropout_rate=0, width_mult=width, **PROXYLESS)
+    net = getattr(_networks(), ofa_class)(n_classes=n_classes, dropout_rate=0, **PUBLISHED_CHOICES[ofa_class](width))
     return (randomise_(net) if randomise else net).eval()
+
+
+def official_proxyless(width: float = 1.3, n_classes: int = 1000, seed: int = 0, randomise: bool = True):
+    return official_supernet("OFAProxylessNASNets", width, n_classes, seed, randomise)
 
 
 def official_resnet50(n_classes: int = 1000, seed: int = 0, randomise: bool = True):
-    torch.manual_seed(seed)
-    net = _networks().OFAResNets(n_classes=n_classes, dropout_rate=0, **RESNET50)
-    return (randomise_(net) if randomise else net).eval()
+    return official_supernet("OFAResNets", 1.0, n_classes, seed, randomise)
 
 
 def images(n: int, r: int) -> torch.Tensor:

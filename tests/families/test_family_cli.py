@@ -1,30 +1,38 @@
-"""The families through the commands users run: import Once-for-All's published ProxylessNAS and
-ResNet50 supernets, load them, take subnets by Once-for-All's arch dicts, count params/MACs of a
-table, describe the space. Once-for-All's own code (dev extra) is the reference."""
+"""The families through the commands users run: import Once-for-All's published supernets of every
+registered family that has them (`Family.published`), load them, take subnets by Once-for-All's
+arch dicts, count params/MACs of a table; for every family (`family_runs.every_family`, the
+test-only one too): describe the space, refuse bad tables in one line, evaluate a table of subnets.
+Once-for-All's own code (dev extra) is the reference where there is one."""
 
 from __future__ import annotations
 
+import json
 import random
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-pytest.importorskip("ofa.imagenet_classification.elastic_nn.networks",
-                    reason="Once-for-All's code (pip extra dev: ofa) is not installed")
-
-from ofa_reference import official_proxyless, official_resnet50  # noqa: E402
-
-from hwnas.families import get_family  # noqa: E402
-from hwnas.space import Arch  # noqa: E402
-from hwnas.supernet.pretrained import load_supernet  # noqa: E402
+from hwnas.families import family_names, get_family
+from hwnas.space import Arch
+from hwnas.supernet.pretrained import load_supernet
 
 TOL = 1e-4
-CASES = {  # family -> (official net builder, --width-mult, published file name)
-    "ofa-proxyless": (official_proxyless, 1.3, "ofa_proxyless_d234_e346_k357_w1.3"),
-    "ofa-resnet50": (official_resnet50, 1.0, "ofa_resnet50"),
-}
+#: the registered families Once-for-All publishes supernets of (the others have no reference)
+PUBLISHED = [name for name in family_names() if get_family(name).published]
+
+
+def published_width(fam) -> float:
+    return next(iter(fam.published))
+
+
+def official_net(fam, **kw):
+    """Once-for-All's own supernet of `fam` at its first published width (skipped without `ofa`)."""
+    from ofa_reference import official_supernet
+
+    return official_supernet(fam.ofa_class, published_width(fam), **kw)
 
 
 def cli(capsys, *args: str) -> tuple[int, list[str]]:
@@ -43,12 +51,13 @@ def imported(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("ofa")
     out = {}
-    for family, (build, width, name) in CASES.items():
-        net = build(seed=7)
-        path = folder / name
+    for family in PUBLISHED:
+        fam = get_family(family)
+        net = official_net(fam, seed=7)
+        path = folder / fam.published[published_width(fam)]
         torch.save({"state_dict": net.state_dict(), "epoch": 120}, path)
         stem = folder / f"{family}-imported"
-        import_ofa_checkpoint(path, stem, width_mult=width, family=family)
+        import_ofa_checkpoint(path, stem, width_mult=published_width(fam), family=family)
         out[family] = (net, path, stem)
     return out
 
@@ -57,7 +66,7 @@ def rel_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max() / b.abs().max())
 
 
-@pytest.mark.parametrize("family", list(CASES))
+@pytest.mark.parametrize("family", PUBLISHED)
 def test_imported_supernet_gives_once_for_alls_outputs(imported, family):
     """What a user does: load the checkpoint, pass Once-for-All's arch dict plus r (also through
     `Arch.from_ofa_dict`), compare with Once-for-All's own subnet."""
@@ -75,29 +84,33 @@ def test_imported_supernet_gives_once_for_alls_outputs(imported, family):
         with torch.no_grad():
             want = net(x)
             mine = model.get_subnet({**arch, "r": [r]}).eval()(x) if i % 2 == 0 else \
-                model.get_subnet(Arch.from_ofa_dict({**arch, "r": [r]}, w=CASES[family][1])).eval()(x)
+                model.get_subnet(Arch.from_ofa_dict({**arch, "r": [r]}, w=published_width(model.family))).eval()(x)
         worst = max(worst, rel_diff(mine, want))
     assert worst <= TOL, worst
 
 
-def test_a_file_of_another_family_is_one_line(imported, tmp_path, capsys):
-    _, path, _ = imported["ofa-resnet50"]
-    code, lines = cli(capsys, "supernet", "import", "--from-ofa", str(path), "--family", "ofa-proxyless",
+@pytest.mark.parametrize("family", PUBLISHED)
+def test_a_file_of_another_family_is_one_line(family, imported, tmp_path, capsys):
+    """A family's published file imported as the next published family: one line naming its own."""
+    fam = get_family(family)
+    other = PUBLISHED[(PUBLISHED.index(family) + 1) % len(PUBLISHED)]
+    _, path, _ = imported[family]
+    code, lines = cli(capsys, "supernet", "import", "--from-ofa", str(path), "--family", other,
                       "--out", str(tmp_path / "x"))
     assert code == 2 and len(lines) == 1, lines
-    assert "looks like OFA-ResNet50 W=1.0 (--family ofa-resnet50" in lines[0], lines
+    assert f"looks like {fam.title} W={published_width(fam)} (--family {family}" in lines[0], lines
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("family", list(CASES))
+@pytest.mark.parametrize("family", PUBLISHED)
 def test_stats_of_a_table_of_once_for_all_arch_dicts(family, tmp_path, capsys):
     """A table flattened from Once-for-All's arch dicts (values, ResNet's expand ratios as floats)
     gets the family's exact counts, which equal Once-for-All's on its extracted subnets."""
+    fam = get_family(family)
+    width = published_width(fam)
+    net = official_net(fam, n_classes=10, randomise=False)
     from ofa.utils import count_net_flops, count_parameters
 
-    fam = get_family(family)
-    build, width, _ = CASES[family]
-    net = build(n_classes=10, randomise=False)
     random.seed(0)
     rows, reference = [], []
     for i in range(6):
@@ -125,60 +138,59 @@ def test_stats_of_a_table_of_once_for_all_arch_dicts(family, tmp_path, capsys):
     assert [tuple(x) for x in got[["params", "macs"]].to_numpy()[:2]] == reference
 
 
-@pytest.mark.parametrize("family, column, value, expected", [
-    ("ofa-resnet50", "e_0", 0.3, r"row 1, column e_0: 0\.3 is not one of \[0\.2, 0\.25, 0\.35\]"),
-    ("ofa-proxyless", "d_2", 5, r"row 1, column d_2: 5 is not one of \[2, 3, 4\]"),
-    ("ofa-proxyless", "r", 7, r"row 1, column r: 7 is not a resolution"),
-])
-def test_bad_tables_are_one_line(family, column, value, expected, tmp_path, capsys):
-    fam = get_family(family)
-    row = dict(zip(fam.flat_columns(), fam.sample_matrix(1, np.random.default_rng(0), [160])[0]))
-    row = {k: (fam.gene_groups()[1].choices[v] if family == "ofa-resnet50" and k.startswith("e_") else v)
-           for k, v in row.items()}
-    row[column] = value
-    pd.DataFrame([row]).to_csv(tmp_path / "t.csv", index=False)
-    code, lines = cli(capsys, "supernet", "stats", "--family", family, "--table", str(tmp_path / "t.csv"),
-                      "--out", str(tmp_path / "o.csv"))
-    assert code == 2 and len(lines) == 1, lines
-    import re
+def test_bad_tables_are_one_line(family, tmp_path, capsys):
+    """r outside 16..512, and per gene group a gene its row runs set outside the choices: one line
+    naming the row, the column and the value."""
+    from hwnas.accuracy.table import values_frame
 
-    assert re.search(expected, lines[0]), lines[0]
-    assert not (tmp_path / "o.csv").exists()
+    space = family.space_from_dict({"r": [160]})
+    m = space.sample_matrix(1, 0)
+    active = family.active_mask(m)[0]
+    good = values_frame(space, m).iloc[0].to_dict()
+    cases = [("r", 7)]
+    for g, sl in zip(family.gene_groups(), family.group_slices().values()):
+        cases.append((next(c for c, on in zip(g.columns, active[sl.start - 1:sl.stop - 1]) if on), max(g.choices) + 1))
+    for column, value in cases:
+        pd.DataFrame([{**good, column: value}]).to_csv(tmp_path / "t.csv", index=False)
+        code, lines = cli(capsys, "supernet", "stats", "--family", family.name, "--table", str(tmp_path / "t.csv"),
+                          "--out", str(tmp_path / "o.csv"))
+        assert code == 2 and len(lines) == 1, lines
+        assert re.search(rf"row 1\W+column {column}: {re.escape(repr(value))} is not (one of|a resolution)", lines[0]), lines[0]
+        assert not (tmp_path / "o.csv").exists()
 
 
-@pytest.mark.parametrize("family, genes", [("ofa-proxyless", {"ks": 21, "e": 21, "d": 6}),
-                                           ("ofa-resnet50", {"d": 5, "e": 18, "w": 6})])
-def test_space_info_describes_the_family(family, genes, capsys):
-    import json
-
-    code, lines = cli(capsys, "space", "info", "--family", family, "--json")
+def test_space_info_describes_the_family(family, capsys):
+    code, lines = cli(capsys, "space", "info", "--family", family.name, "--json")
     assert code == 0
     info = json.loads("\n".join(lines))
-    assert {k: v["count"] for k, v in info["genes"].items()} == genes
-    assert int(info["networks_per_resolution"]) > 10**10
+    assert {k: v["count"] for k, v in info["genes"].items()} == {g.name: g.count for g in family.gene_groups()}
+    count = family.networks_per_resolution()  # printed as a string: JSON readers lose big integers
+    assert info["networks_per_resolution"] == (None if count is None else str(count))
+    assert info["columns"] == list(family.flat_columns())
 
 
-def test_supernet_eval_takes_any_familys_table(imported, tmp_path, capsys):
-    """`hwnas supernet eval --checkpoint STEM --table CSV --data ...` on a ResNet50 supernet: the
-    table in its own columns (expand ratios as values), rows with top-1 back in the same layout."""
+def test_supernet_eval_takes_any_familys_table(family, family_supernet, tmp_path, capsys):
+    """`hwnas supernet eval --checkpoint STEM --table CSV --data ...` on a tiny supernet of the
+    family: the table in its own columns (index-coded genes as values), rows with top-1 back in the
+    same layout."""
     from PIL import Image
 
-    _, _, stem = imported["ofa-resnet50"]
-    fam = get_family("ofa-resnet50")
+    from hwnas.accuracy.table import values_frame
+
+    stem = family_supernet(family.name)
     for split, n in (("train", 3), ("val", 1)):
         for name in ("1", "2"):
             (tmp_path / "img" / split / name).mkdir(parents=True)
             for i in range(n):
                 Image.fromarray(np.full((40, 40, 3), 60 * int(name), np.uint8)).save(
                     tmp_path / "img" / split / name / f"{i}.png")
-    rows = [dict(zip(fam.flat_columns(), row)) for row in fam.sample_matrix(2, np.random.default_rng(1), [128])]
-    for row in rows:
-        for j in range(18):
-            row[f"e_{j}"] = fam.gene_groups()[1].choices[row[f"e_{j}"]]
-    pd.DataFrame(rows).to_csv(tmp_path / "t.csv", index=False)
+    space = family.space_from_dict({"r": [32]})
+    table = values_frame(space, space.sample_matrix(2, 1))
+    table.to_csv(tmp_path / "t.csv", index=False)
     code, lines = cli(capsys, "supernet", "eval", "--checkpoint", str(stem), "--table", str(tmp_path / "t.csv"),
                       "--data", f"imagefolder:{tmp_path / 'img'}", "--split", "test", "--out", str(tmp_path / "o.csv"))
     assert code == 0, lines
     out = pd.read_csv(tmp_path / "o.csv")
-    assert list(out.columns) == list(fam.flat_columns()) + ["top1", "loss"] and len(out) == 2
-    assert out["e_0"].isin([0.2, 0.25, 0.35]).all() and out["top1"].between(0, 100).all()
+    assert list(out.columns) == list(family.flat_columns()) + ["top1", "loss"] and len(out) == 2
+    pd.testing.assert_frame_equal(out[table.columns], table, check_dtype=False)  # values as written
+    assert out["top1"].between(0, 100).all()
