@@ -20,7 +20,7 @@ Few-shot transfer: N = 10 rows + a predictor of the other simulated GPU (500 row
 100-row random profile, both scored on the same held-out rows.
 
     .venv/bin/python experiments/bench_onboarding.py [--seeds 5] [--quick]
-    .venv/bin/python experiments/bench_onboarding.py --write-prior   # print the cpu-ort prior
+    .venv/bin/python experiments/bench_onboarding.py --write-prior   # print the cpu-ort prior (for hwnas/families/ofa_mbv3/latency_priors.json)
 
 Writes experiments/results/onboarding.json.
 """

@@ -5,7 +5,7 @@ the measurement protocol (`measure_many`: shuffled rounds, interleaved reference
 subnet at r=32), on two devices (ONNX Runtime CPU and PyTorch eager CPU, 1 thread each), each
 twice (two independent passes, so tests can compare predictions with measurement repeatability),
 plus every stem/block/head part those subnets use, timed alone on ONNX Runtime (lookup-table
-entries, `hwnas.latency.layout.entry_keys`).
+entries, `hwnas.latency.layout.family_entry_keys`).
 
     .venv/bin/python experiments/make_latency_fixture.py --n 300 --out tests/latency/data
 
@@ -24,12 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
 from hwnas.devices import get_backend, measure_many
 from hwnas.fileio import atomic_write_json
-from hwnas.latency.layout import entry_keys, entry_module
+from hwnas.families.ofa_mbv3.blocks import entry_module
+from hwnas.latency.layout import family_entry_keys
 from hwnas.space import FLAT_COLUMNS, SearchSpace
 from hwnas.supernet import MobileNetV3Subnet
 
@@ -90,7 +92,7 @@ def main() -> None:
                 if col == "ort" and p == 0:
                     result["ort_median_ms"] = [round(stats[i].median_ms, 5) for i in ids]
             if dev == "cpu-ort" and not args.no_blocks:
-                keys = entry_keys(archs, 1.0)
+                keys = family_entry_keys("ofa-mbv3", np.array([a.to_row() for a in archs]), 1.0, 1000)
                 part_runners = {}
                 for n, row in keys.iterrows():
                     module, shape = entry_module(row, 1.0, N_CLASSES)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwnas.errors import InputError
-from hwnas.latency.layout import SlotGather, as_matrix, slot_sizes, slot_specs
+from legacy_mbv3_blocks import SlotGather, as_matrix, slot_sizes, slot_specs
 from hwnas.channels import expand_channels, se_channels
 from hwnas.families.ofa_mbv3.plan import mbv3_plan
 

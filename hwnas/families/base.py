@@ -380,6 +380,18 @@ class Family(ABC):
         matrices instead. Torch-free."""
         return None
 
+    def latency_priors(self) -> dict[str, dict[str, Any]]:
+        """{runtime: a latency predictor document} fitted once on measured subnets of this family
+        (`hwnas.latency.priors`): the ``latency_priors.json`` beside the family's module, if it
+        ships one. Data only: the latency package loads it."""
+        from importlib import resources
+
+        package = type(self).__module__
+        path = resources.files(package) / "latency_priors.json" if "." in package else None
+        if path is None or not path.is_file():
+            return {}
+        return json.loads(path.read_text())
+
     # -- Once-for-All checkpoints ---------------------------------------------------------
     @abstractmethod
     def ofa_layout(self, width_mult: float, n_classes: int = 1000) -> dict[str, tuple[int, ...]]:

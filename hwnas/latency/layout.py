@@ -216,12 +216,3 @@ def family_entry_keys(family: str, m: np.ndarray, width_mult: float, n_classes: 
     order = {"stem": 0, "block": 1, "head": 2}
     return pd.DataFrame(sorted(rows, key=lambda t: (order[t[0]],) + tuple(t[1:])),
                         columns=list(layout.entry_columns))
-
-
-# the first family's per-block layout (its `cost_layout` wraps it), importable by its old names
-from hwnas.latency.mbv3_blocks import (  # noqa: E402
-    SlotGather, as_matrix, block_cost, entry_keys, entry_module, fixed_cost, head_cost, slot_sizes, slot_specs,
-    stem_cost, used_mask)
-
-__all__ += ["SlotGather", "as_matrix", "block_cost", "entry_keys", "entry_module", "fixed_cost", "head_cost",
-            "slot_sizes", "slot_specs", "stem_cost", "used_mask"]

@@ -11,8 +11,9 @@ follow the runtime.
 A prior is *retargeted* before use: its features are computed at the table's width and classes,
 so a prior measured on 10-class subnets prices a 1000-class head by its exact cost.
 
-Shipped priors (each measured, never assumed; rebuild with
-``.venv/bin/python experiments/bench_onboarding.py --write-prior``):
+Shipped priors live with their family (`Family.latency_priors`: its folder's
+``latency_priors.json``), each measured, never assumed; rebuild with
+``.venv/bin/python experiments/bench_onboarding.py --write-prior``:
 
 - ``cpu-ort``: ONNX Runtime CPU EP, 1 thread, on this project's 2-core x86-64 host:
   `tests/latency/data/ofa_cpu_subnets.csv` (300 OFA-MobileNetV3 subnets, r=32..64, 10 classes),
@@ -24,28 +25,9 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping
 
-from hwnas.latency.base import FORMAT, VERSION, LatencyPredictor
+from hwnas.latency.base import LatencyPredictor
 
-__all__ = ["RUNTIME_PRIORS", "runtime_priors", "prior_document"]
-
-RUNTIME_PRIORS: dict[str, dict[str, Any]] = {
-    "cpu-ort": {
-        "format": FORMAT, "version": VERSION, "kind": "analytic",
-        "params": {"features": "compact", "model": "log", "alpha": 0.001},
-        "meta": {"device": "cpu-ort", "family": "ofa-mbv3", "width_mult": 1.0, "n_classes": 10,
-                 "target": "mean(ort_ms, ort_ms_repeat)", "n_train": 300, "cv": {},
-                 "notes": {"prior": "cpu-ort", "table": "tests/latency/data/ofa_cpu_subnets.csv"}},
-        "state": {"feature_names": ["macs", "act_bytes", "weight_bytes", "convs"],
-                  "intercept": -0.6233922373774652,
-                  "coef": [0.14738928749327682, 0.02099398926359867, 0.07810108350887322,
-                           0.01058065021685627],
-                  "center": [16.852495260914125, 15.118323187076166, 16.659778938690547,
-                             4.470111955932248],
-                  "scale": [0.354785371173689, 0.4175963753165192, 0.11627880770607782,
-                            0.0424469714547547]},
-    },
-}
-
+__all__ = ["runtime_priors", "prior_document"]
 
 def prior_document(pred: LatencyPredictor, name: str) -> dict[str, Any]:
     """The `RUNTIME_PRIORS` entry of a fitted analytic predictor (what ``--write-prior`` prints)."""
@@ -64,6 +46,9 @@ def _load(doc: Mapping[str, Any], width_mult: float, n_classes: int) -> LatencyP
 
 
 def runtime_priors(family: str, width_mult: float, n_classes: int) -> list[LatencyPredictor]:
-    """The shipped priors of `family`, fitted, retargeted to rows of `width_mult` and `n_classes`."""
-    return [_load(doc, width_mult, n_classes) for doc in RUNTIME_PRIORS.values()
+    """The shipped priors of `family` (`Family.latency_priors`), fitted, retargeted to rows of
+    `width_mult` and `n_classes`."""
+    from hwnas.families import get_family
+
+    return [_load(doc, width_mult, n_classes) for doc in get_family(family).latency_priors().values()
             if doc["meta"]["family"] == family]

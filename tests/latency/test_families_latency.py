@@ -153,7 +153,9 @@ def test_blocks_profile_makes_a_lookup_table(family, family_run):
 def test_the_mbv3_cost_layout_sums_its_per_block_costs():
     """OFA-MobileNetV3's `cost_layout` wraps its per-block costs: gathered, a row costs the stem and
     head plus the blocks its depths run, and its lookup-table entries are those of its blocks."""
-    from hwnas.latency.layout import block_cost, entry_keys, family_entry_keys, fixed_cost
+    from legacy_mbv3_blocks import block_cost, entry_keys, fixed_cost
+
+    from hwnas.latency.layout import family_entry_keys
     from hwnas.space import SearchSpace
 
     space = SearchSpace.from_dict({"r": "128:224:16"})

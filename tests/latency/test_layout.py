@@ -11,7 +11,9 @@ from hwnas.errors import InputError
 from hwnas.families import family_names, get_family
 from hwnas.latency.analytic import analytic_features
 from hwnas.latency.base import family_matrix
-from hwnas.latency.layout import PartGather, entry_module, family_entry_keys, slot_sizes
+from legacy_mbv3_blocks import entry_module, slot_sizes
+
+from hwnas.latency.layout import PartGather, family_entry_keys
 from hwnas.space import SearchSpace
 from hwnas.supernet.stats import stats_frame
 

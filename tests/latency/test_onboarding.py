@@ -8,7 +8,8 @@ import pytest
 from hwnas.errors import InputError
 from hwnas.latency import AnalyticPredictor, TransferPredictor, default_candidates, fit_best, load_predictor
 from hwnas.latency.metrics import rmse_log
-from hwnas.latency.priors import RUNTIME_PRIORS, prior_document, runtime_priors
+from hwnas.families import DEFAULT_FAMILY, get_family
+from hwnas.latency.priors import prior_document, runtime_priors
 from hwnas.latency.select import choose
 
 
@@ -42,7 +43,7 @@ def test_prior_document_round_trips_the_shipped_one(ort):
     fitted = AnalyticPredictor("compact", "log", 1e-3, n_classes=ort.n_classes).fit(m[:50], y[:50])
     doc = prior_document(fitted, "mine")
     assert doc["meta"]["notes"]["prior"] == "mine" and doc["kind"] == "analytic"
-    assert set(doc) == set(RUNTIME_PRIORS["cpu-ort"])
+    assert set(doc) == set(get_family(DEFAULT_FAMILY).latency_priors()["cpu-ort"])
 
 
 def test_few_rows_with_a_prior_beat_todays_choice_and_save(ort, tmp_path):

@@ -1,5 +1,7 @@
-"""The old per-block helpers of the first family, for code written before families: adapters on
-the family's own `blocks` module (in `hwnas.families`) and on `hwnas.latency.layout.PartGather`."""
+"""The first family's per-block helpers as hwnas had them before families (once
+`hwnas.latency.layout`'s, never documented): adapters on the family's own `blocks` module and on
+`hwnas.latency.layout.PartGather`, kept as test support (the GPU simulator and layout tests
+compare the generic path against them)."""
 
 from __future__ import annotations
 
