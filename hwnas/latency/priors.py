@@ -16,7 +16,7 @@ Shipped priors live with their family (`Family.latency_priors`: its folder's
 ``.venv/bin/python experiments/bench_onboarding.py --write-prior``:
 
 - ``cpu-ort``: ONNX Runtime CPU EP, 1 thread, on this project's 2-core x86-64 host:
-  `tests/latency/data/ofa_cpu_subnets.csv` (300 OFA-MobileNetV3 subnets, r=32..64, 10 classes),
+  `tests/latency/data/ofa_cpu_subnets.csv` (300 subnets of the default family, r=32..64, 10 classes),
   the mean of its two drift-corrected passes (``ort_ms``, ``ort_ms_repeat``).
 """
 
