@@ -85,8 +85,8 @@ def _or(items) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
 
 
-space_app = _group(f"Inspect and sample a family's search space ({_DEFAULT.title}, ProxylessNAS, ResNet50: "
-                   "--family).")
+space_app = _group(f"Inspect and sample a family's search space "
+                   f"({', '.join(get_family(n).title for n in family_names())}: --family).")
 app.add_typer(space_app, name="space")
 supernet_app = _group("Once-for-all supernet: statistics, subnets.")
 app.add_typer(supernet_app, name="supernet")
@@ -717,8 +717,8 @@ def supernet_import(
                                   "downloaded yourself."),
     family: Optional[str] = FamilyOpt,
     width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Its width multiplier "
-                                               f"({DEFAULT_FAMILY}: {_or(_DEFAULT.widths)}; ofa-proxyless: 1.3; "
-                                               "ofa-resnet50: 1.0). Default: the family's first."),
+                                               f"({'; '.join(f'{n}: {_or(get_family(n).widths)}' for n in family_names())}). "
+                                               "Default: the family's first."),
     out: Path = typer.Option(..., "--out", help="hwnas checkpoint stem to write, e.g. runs/ofa/supernet."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing checkpoint at --out."),
 ) -> None:
