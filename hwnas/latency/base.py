@@ -212,6 +212,11 @@ class LatencyPredictor(ABC):
     def _predict(self, m: np.ndarray) -> np.ndarray:
         """Milliseconds for flat rows `m`."""
 
+    def predict_with_cache(self, m: np.ndarray, cache: Any) -> np.ndarray:
+        """Milliseconds for checked flat rows `m`, reusing the features a caller already gathered
+        in `cache` (the search's fused gather); kinds override the hook `_predict_cached`."""
+        return self._predict_cached(m, cache)
+
     def _predict_cached(self, m: np.ndarray, cache: Any) -> np.ndarray:
         """`_predict` reusing the analytic features in `cache` (`hwnas.latency.analytic.FeatureCache`)
         when the kind uses them; wrappers call this on their base so both share one pass."""

@@ -109,7 +109,7 @@ class FastLatency:
 
     def post(self, s: np.ndarray, m: np.ndarray) -> np.ndarray:
         """Milliseconds from this model's columns `s` (in `parts` order) of rows `m`."""
-        return np.asarray(self.pred._predict_cached(m, self._cache(m, _Columns(s, m, self._spans))),
+        return np.asarray(self.pred.predict_with_cache(m, self._cache(m, _Columns(s, m, self._spans))),
                           dtype=np.float64)
 
 

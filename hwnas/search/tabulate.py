@@ -244,6 +244,6 @@ def vectorised_latency(pred, space) -> CostFn:
         if not len(m):
             return np.zeros(0)
         with single_thread():
-            return np.asarray(pred._predict_cached(m, _TableCache(m)), dtype=np.float64)
+            return np.asarray(pred.predict_with_cache(m, _TableCache(m)), dtype=np.float64)
 
     return predict
