@@ -141,7 +141,7 @@ def auto_replay(seeds: int, log) -> list[dict]:
     """`auto_profile` on the measured CPU table (half B, cross-fitted prior from half A): 110
     rows to choose from, 40 held out; against `fit_best` on 100 random rows of the same 110."""
     from hwnas.families import get_family
-    from hwnas.profiling.auto_samples import AutoSettings, auto_profile
+    from hwnas.latency.auto_profile import AutoSettings, auto_profile
 
     m, y = cpu_table()
     half = np.random.default_rng(7).permutation(len(y))

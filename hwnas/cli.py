@@ -608,7 +608,7 @@ def profile_cmd(
     from hwnas.progress import make_progress
     from hwnas.run import open_run
 
-    from hwnas.profiling.auto_samples import AutoSettings
+    from hwnas.latency.auto_profile import AutoSettings, profile_auto
 
     if samples.strip().lower() == "auto":
         chosen: Any = AutoSettings(seed=seed, budget_s=None if time_budget is None else 60 * time_budget)
@@ -630,9 +630,11 @@ def profile_cmd(
                 tasks[dev] = bar.add_task(f"profile {dev}", total=total, info="")
             bar.update(tasks[dev], completed=done, total=total, info=key)
 
-        results = profile(cfg, device, chosen, devices_file=devices_file, references=reference,
-                          protocol=protocol, progress=update, blocks=blocks, recalibrate=recalibrate,
-                          log=lambda msg: err_console.print(msg, highlight=False))
+        common = dict(devices_file=devices_file, references=reference, protocol=protocol, progress=update,
+                      blocks=blocks, recalibrate=recalibrate)
+        results = (profile_auto(cfg, device, chosen, **common,
+                                log=lambda msg: err_console.print(msg, highlight=False))
+                   if isinstance(chosen, AutoSettings) else profile(cfg, device, chosen, **common))
     table = _table("device", "measured now", "already there")
     for r in results:
         table.add_row(r["device"], str(r["measured"]), str(r["skipped"]))

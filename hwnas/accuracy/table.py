@@ -77,7 +77,7 @@ def accuracy_sample(space, n: int, seed: int = 0) -> np.ndarray:
     each half uniform over networks and half graded small-to-large (`sample_graded`), so the
     predictor also sees the small subnets tight budgets select. The first k rows of a larger
     sample are the same k rows."""
-    from hwnas.search.operators import sample_graded, unique_rows  # lazy: hwnas.search imports us
+    from hwnas.families.sampling import sample_graded, unique_rows
 
     if n < 1:
         raise InputError(f"the accuracy table needs at least 1 subnet, got n={n}")

@@ -26,7 +26,6 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hwnas.errors import DeviceError, InputError
-from hwnas.profiling.auto_samples import AutoSettings
 from hwnas.profiling.anchors import build_timing_subnet, reference_arch, reference_key, run_anchor
 from hwnas.profiling.protocol import ProtocolSettings
 from hwnas.profiling.session import open_session
@@ -34,7 +33,7 @@ from hwnas.profiling.store import MeasurementStore, stats_row
 from hwnas.run import RunConfig
 from hwnas.space import Arch
 
-__all__ = ["ProtocolSettings", "AutoSettings", "select_subnets", "reference_arch", "reference_key", "run_anchor",
+__all__ = ["ProtocolSettings", "check_devices", "select_subnets", "reference_arch", "reference_key", "run_anchor",
            "build_timing_subnet", "block_key", "profile", "measure_subnets"]
 
 ProgressFn = Callable[[str, int, int, str], Any]  # (device, done, total, key)
@@ -42,7 +41,7 @@ ProgressFn = Callable[[str, int, int, str], Any]  # (device, done, total, key)
 
 def select_subnets(space: Any, n: int, seed: int = 0, n_classes: int = 1000) -> list[Arch]:
     """`n` distinct subnets covering the MACs range evenly (min and max included)."""
-    from hwnas.search.operators import sample_graded
+    from hwnas.families.sampling import sample_graded
 
     if n < 1:
         raise InputError(f"--samples must be at least 1, got {n}")
@@ -83,9 +82,9 @@ def block_key(entry: dict[str, Any], columns: Sequence[str] | None = None) -> st
     """Store key of one lookup-table entry, e.g. ``block:block/2/1/40/5/6/16`` (the values of
     `columns`: a family's layout's `entry_columns`; by default `ENTRY_COLUMNS`, the default
     family's)."""
-    from hwnas.latency.layout import ENTRY_COLUMNS
+    from hwnas.families.parts import CostLayout
 
-    return "block:" + "/".join(str(entry[c]) for c in (columns or ENTRY_COLUMNS))
+    return "block:" + "/".join(str(entry[c]) for c in (columns or CostLayout.entry_columns))
 
 
 def _build_timm(spec: str, n_classes: int):
@@ -177,9 +176,10 @@ class _Stopped(Exception):
 
 def measure_subnets(run: RunConfig, device: str, archs: Sequence[Arch], *,
                     devices_file: str | Path | None = None, protocol: ProtocolSettings = ProtocolSettings(),
-                    progress: ProgressFn | None = None):
+                    progress: ProgressFn | None = None, recalibrate: bool = False):
     """Measure `archs` on `device` (those not yet in the run's store), then return the store's
-    subnet rows for all of them (a DataFrame indexed by arch id). Used to verify search results."""
+    subnet rows for all of them (a DataFrame indexed by arch id). Used to verify search results
+    and by ``--samples auto``."""
     from hwnas.devices import get_device
 
     reason = get_device(device, devices_file).available()
@@ -187,7 +187,7 @@ def measure_subnets(run: RunConfig, device: str, archs: Sequence[Arch], *,
         raise DeviceError(f"device '{device}' is not usable here: {reason}")
     store = MeasurementStore(run.run_dir)
     _measure_device(run, _Job(device, list(archs)), store, devices_file, protocol,
-                    max(run.space.r_choices), progress)
+                    max(run.space.r_choices), progress, recalibrate)
     df = store.read()
     df = df[(df["device"] == device) & (df["kind"] == "subnet")].set_index("key")
     return df.loc[[a.id for a in archs]]
@@ -215,20 +215,10 @@ def _family_block_entries(space, rs: Sequence[int], n_classes: int) -> list[dict
             for e in sorted(entries, key=lambda t: (order[t[0]],) + tuple(t[1:]))]
 
 
-def profile(run: RunConfig, devices: Sequence[str], samples: int | AutoSettings, *,
-            devices_file: str | Path | None = None,
-            references: Sequence[str] = (), reference_resolution: int | None = None,
-            protocol: ProtocolSettings = ProtocolSettings(), progress: ProgressFn | None = None,
-            blocks: bool = False, recalibrate: bool = False,
-            log: Callable[[str], Any] | None = None) -> list[dict[str, Any]]:
-    """Profile `samples` stratified subnets (and `references` like "timm:efficientnet_b0") on each
-    device into the run's store; with `blocks`, also the parts (stem, blocks, head) a lookup-table
-    predictor sums (see `_block_entries`). `recalibrate`: measure a fresh anchor for devices new
-    to this run instead of the host's (`hwnas.profiling.anchors`). Returns one summary per device.
-
-    `samples` as `AutoSettings` (``--samples auto``): each device, one after another, is measured
-    until its latency predictor stops improving (`hwnas.profiling.auto_samples`; `log` hears of
-    every fit); its summary adds ``auto`` (subnets taken, why it stopped, the CV history)."""
+def check_devices(devices: Sequence[str], devices_file: str | Path | None = None,
+                  references: Sequence[str] = ()) -> list:
+    """The named devices, after checking (before any work) that each exists and is usable here and
+    that every reference looks like ``timm:NAME``; one line otherwise."""
     from hwnas.devices import get_device
 
     if not devices:
@@ -241,14 +231,27 @@ def profile(run: RunConfig, devices: Sequence[str], samples: int | AutoSettings,
         reason = dev.available()
         if reason:
             raise DeviceError(f"device '{dev.name}' is not usable here: {reason}")
+    return resolved
+
+
+def profile(run: RunConfig, devices: Sequence[str], samples: int, *,
+            devices_file: str | Path | None = None,
+            references: Sequence[str] = (), reference_resolution: int | None = None,
+            protocol: ProtocolSettings = ProtocolSettings(), progress: ProgressFn | None = None,
+            blocks: bool = False, recalibrate: bool = False) -> list[dict[str, Any]]:
+    """Profile `samples` stratified subnets (and `references` like "timm:efficientnet_b0") on each
+    device into the run's store; with `blocks`, also the parts (stem, blocks, head) a lookup-table
+    predictor sums (see `_block_entries`). `recalibrate`: measure a fresh anchor for devices new
+    to this run instead of the host's (`hwnas.profiling.anchors`). Returns one summary per device.
+    `samples` 0 with `references` or `blocks`: those only (``--samples auto`` measures its subnets
+    itself: `hwnas.latency.auto_profile`)."""
+    resolved = check_devices(devices, devices_file, references)
     ref_r = reference_resolution or max(run.space.r_choices)
     store = MeasurementStore(run.run_dir)
     entries = _block_entries(run.space, run.n_classes) if blocks else []
-    if isinstance(samples, AutoSettings):
-        return [_profile_auto(run, dev.name, samples, store, devices_file, protocol, ref_r, progress,
-                              recalibrate, _Job(dev.name, [], list(references), entries), log)
-                for dev in resolved]
-    subnets = select_subnets(run.space, samples, seed=protocol.seed, n_classes=run.n_classes)
+    only_extras = samples == 0 and (references or blocks)
+    subnets = [] if only_extras else select_subnets(run.space, samples, seed=protocol.seed,
+                                                    n_classes=run.n_classes)
     local = [_Job(d.name, subnets, list(references), entries) for d in resolved if not d.is_remote]
     remote = [_Job(d.name, subnets, list(references), entries) for d in resolved if d.is_remote]
 
@@ -267,35 +270,6 @@ def profile(run: RunConfig, devices: Sequence[str], samples: int | AutoSettings,
     except BaseException:  # Ctrl-C (or a failure): no agent starts another measurement
         stop.set()
         raise
-
-
-def _profile_auto(run: RunConfig, device: str, settings: AutoSettings, store: MeasurementStore,
-                  devices_file: str | Path | None, protocol: ProtocolSettings, ref_r: int,
-                  progress: ProgressFn | None, recalibrate: bool, extras: _Job,
-                  log: Callable[[str], Any] | None) -> dict[str, Any]:
-    """`auto_profile` on one device, each batch measured (or found in the store) by
-    `_measure_device`; then the references and block entries of `extras`."""
-    from hwnas.profiling.auto_samples import auto_profile
-
-    counts = {"measured": 0, "skipped": 0}
-
-    def measure(archs: list[Arch]) -> np.ndarray:
-        got = _measure_device(run, _Job(device, list(archs)), store, devices_file, protocol, ref_r,
-                              progress, recalibrate)
-        counts["measured"] += got["measured"]
-        counts["skipped"] += got["skipped"]
-        df = store.read()
-        df = df[(df["device"] == device) & (df["kind"] == "subnet")].set_index("key")
-        return df.loc[[a.id for a in archs], "corrected_ms"].to_numpy(dtype=np.float64)
-
-    result = auto_profile(run.space, measure, settings, n_classes=run.n_classes,
-                          log=(lambda msg: log(f"{device}: {msg}")) if log else None)
-    if extras.models or extras.blocks:
-        got = _measure_device(run, extras, store, devices_file, protocol, ref_r, progress, recalibrate)
-        counts["measured"] += got["measured"]
-        counts["skipped"] += got["skipped"]
-    return {"device": device, **counts, "auto": {"samples": result.samples, "stopped": result.stopped,
-                                                  "chosen": result.chosen, "history": result.history}}
 
 
 class _AgentThread(threading.Thread):

@@ -13,8 +13,10 @@ Every measurement costs the user device time, and with the runtime priors
    picks are spread over the predicted latency range (one per bin) so a batch does not
    spend every measurement on one corner of the space.
 
-`auto_profile` holds the loop and never touches a device: the caller gives it `measure(archs)` (the
-profile stage's measuring session), which makes it testable against any latency function.
+`auto_profile` holds the loop and never touches a device: the caller gives it `measure(archs)`,
+which makes it testable against any latency function; `profile_auto` runs it on a run's devices
+with the profile stage's measurements (`hwnas.profiling.stage.measure_subnets`). It lives with the
+latency predictors it fits: profiling below knows nothing of them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 
 from hwnas.errors import InputError
 
-__all__ = ["AutoSettings", "AutoResult", "auto_profile", "committee_spread", "pick_uncertain"]
+__all__ = ["AutoSettings", "AutoResult", "auto_profile", "profile_auto", "committee_spread", "pick_uncertain"]
 
 MeasureFn = Callable[[list], np.ndarray]  # archs -> their measured ms (the same order)
 
@@ -139,9 +141,49 @@ def _pool(space: Any, n: int, rng: np.random.Generator, measured: set[str],
           candidates: np.ndarray | None = None) -> np.ndarray:
     """Distinct unmeasured subnets: of `candidates`, else `n` sampled half uniform, half graded
     over size."""
-    from hwnas.search.operators import sample_mixed
+    from hwnas.families.sampling import sample_mixed
 
     drawn = sample_mixed(space, n, rng) if candidates is None else candidates
     m = np.unique(np.asarray(drawn, dtype=np.int64), axis=0)
     keep = [i for i, a in enumerate(space.from_matrix(m)) if a.id not in measured]
     return m[keep]
+
+
+def profile_auto(run: Any, devices: Sequence[str], settings: AutoSettings, *,
+                 devices_file: Any = None, references: Sequence[str] = (),
+                 reference_resolution: int | None = None, protocol: Any = None,
+                 progress: Callable[..., Any] | None = None, blocks: bool = False,
+                 recalibrate: bool = False, log: Callable[[str], Any] | None = None) -> list[dict[str, Any]]:
+    """``hwnas profile --samples auto``: each device, one after another, measured by `auto_profile`
+    into the run's store (then its `references` and `blocks`, as `hwnas.profiling.stage.profile`
+    does); one summary per device, as `profile`'s plus ``auto`` (subnets taken, why it stopped,
+    the CV history). `log` hears of every fit."""
+    from hwnas.profiling.protocol import ProtocolSettings
+    from hwnas.profiling.stage import check_devices, measure_subnets, profile
+    from hwnas.profiling.store import MeasurementStore
+
+    settings.check()
+    protocol = protocol or ProtocolSettings()
+    store = MeasurementStore(run.run_dir)
+    out = []
+    for dev in check_devices(devices, devices_file, references):
+        before = len(store.keys(dev.name, "subnet"))
+
+        def measure(archs: list, name: str = dev.name) -> np.ndarray:
+            rows = measure_subnets(run, name, archs, devices_file=devices_file, protocol=protocol,
+                                   progress=progress, recalibrate=recalibrate)
+            return rows["corrected_ms"].to_numpy(dtype=np.float64)
+
+        result = auto_profile(run.space, measure, settings, n_classes=run.n_classes,
+                              log=(lambda msg, name=dev.name: log(f"{name}: {msg}")) if log else None)
+        measured = len(store.keys(dev.name, "subnet")) - before
+        summary = {"device": dev.name, "measured": measured, "skipped": result.samples - measured}
+        if references or blocks:
+            (extra,) = profile(run, [dev.name], 0, devices_file=devices_file, references=references,
+                               reference_resolution=reference_resolution, protocol=protocol,
+                               progress=progress, blocks=blocks, recalibrate=recalibrate)
+            summary["measured"] += extra["measured"]
+            summary["skipped"] += extra["skipped"]
+        out.append({**summary, "auto": {"samples": result.samples, "stopped": result.stopped,
+                                        "chosen": result.chosen, "history": result.history}})
+    return out

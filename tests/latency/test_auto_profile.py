@@ -10,7 +10,7 @@ import pytest
 from hwnas.errors import InputError
 from hwnas.latency.analytic import AnalyticPredictor
 from hwnas.latency.api import read_latency_table
-from hwnas.profiling.auto_samples import AutoSettings, auto_profile, pick_uncertain
+from hwnas.latency.auto_profile import AutoSettings, auto_profile, pick_uncertain
 from hwnas.space import SearchSpace
 
 SUBNETS = Path(__file__).parents[1] / "latency" / "data" / "ofa_cpu_subnets.csv"
@@ -63,3 +63,18 @@ def test_cli_refuses_bad_samples(tmp_path):
         with pytest.raises(SystemExit) as err:
             main(["profile", "--device", "cpu-ort", "--run", str(tmp_path / "r"), *argv])
         assert err.value.code == 2
+
+
+def test_profile_samples_auto_measures_a_real_device_until_its_budget(capsys, tmp_path, tiny_supernet):
+    """The whole path on cpu-ort: the loop measures through the profile stage into the store."""
+    from cli_calls import cli
+
+    from hwnas.profiling.store import MeasurementStore
+
+    run = tmp_path / "run"
+    code, out = cli(capsys, "profile", "--run", str(run), "--supernet", str(tiny_supernet), "--device",
+                    "cpu-ort", "--samples", "auto", "--time-budget", "0.05", "--rounds", "3", "--runs", "2")
+    assert code == 0, out
+    taken = int(out.split("took ")[1].split(" subnets")[0])
+    assert "(budget)" in out and taken >= 10
+    assert len(MeasurementStore(run).keys("cpu-ort", "subnet")) == taken
