@@ -2,7 +2,7 @@
 
 From the run's train_log.jsonl: the last epoch of every phase (validation top-1 of the phase's
 largest, smallest and one fixed random subnet, as logged during training). Then, measured now with
-the current evaluation (BN recalibrated in one batch of 500 images, test split): the largest,
+the current evaluation (BN recalibrated on BN_IMAGES training images, test split): the largest,
 smallest and --n random subnets of the teacher (the end of phase "full") and of the final supernet.
 
     .venv/bin/python experiments/summarize_training.py --run runs/supernet-fashion --out experiments/results/supernet_fashion_training.json
@@ -68,7 +68,7 @@ def main() -> None:
         "per_phase_last_epoch_val": per_phase,
         "note": ("per-phase numbers are the training log's quick validation top-1 (a few validation "
                  "batches, as the run trained); the measured_now block is the full evaluation (test "
-                 "split, BN recalibrated on 500 training images in one batch)"),
+                 "split, BN recalibrated on hwnas.supernet.data.BN_IMAGES = 2000 training images)"),
         "measured_now_test": {
             **({"after_full (teacher: k7 e6 d4, every r)": _evaluate(args.run / "teacher", 0, teacher_space)}
                if (args.run / "teacher.json").exists() else {}),
