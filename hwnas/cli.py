@@ -645,7 +645,7 @@ def profile_cmd(
             console.print(f"{r['device']}: took {a['samples']} subnets ({a['stopped']}); predictor "
                           f"{a['chosen']}, CV RMS log error {last['cv_rmse_log']:.4f}, "
                           f"{100 * last['cv_within_10']:.1f}% within ±10%", highlight=False)
-    console.print(f"measurements: {run / 'measurements.parquet'}")
+    console.print(f"measurements: {cfg.files.measurements}")
 
 
 # -- supernet -------------------------------------------------------------------------------
