@@ -1,21 +1,25 @@
 """INT8 vs fp32 on the shipped supernet, per runtime: latency, predictor, accuracy drop, front (1 thread).
 
 Everything runs through hwnas's own code on one run directory (`--run`, made with
-`hwnas.run.open_run` on the shipped supernet: its space's resolutions are 32..64) and one set of
-subnets: the `--n` subnets `hwnas profile` picks (`select_subnets`, MACs-stratified, seed 0).
+`hwnas.run.open_run` on the shipped supernet) and one set of subnets: the `--n` subnets
+`hwnas profile` picks (`select_subnets`, MACs-stratified, seed 0), or for ``bundles`` the four
+probe subnets of the space by default (`probe_subnets`: smallest, mixed, k3e6d4, largest).
 Parts (`--parts`, each merged into the results file on its own, so they can run one at a time):
 
-- ``speedup``: for each runtime (ONNX Runtime `cpu-ort` / `cpu-ort-int8`, OpenVINO `cpu-openvino` /
-  `cpu-openvino-int8`, ExecuTorch XNNPACK `mobile-xnnpack` / `mobile-xnnpack-int8`) and each subnet (the supernet's weights), compile fp32 and INT8 (calibrated
-  on the run's training images, `CalibrationImages`, as profiling and export do; never test
-  images), check the INT8 output against fp32, then time both with `hwnas.devices.measure`
-  (warm-up by count and time, gc paused, 1 verified thread) in `--rounds` interleaved rounds
-  (fp32 block, INT8 block, alternating order). A subnet's speed-up is the median over rounds of
-  median(fp32 block) / median(INT8 block): a side-by-side ratio the machine's drift cancels out of.
-  Per runtime: median speed-up, range, share >= 1.2x, int8_share. Where the runtime's own default
-  precision is not fp32 (OpenVINO's CPU plugin runs bf16 by default on AVX512-BF16/AMX CPUs, and
-  hwnas's `cpu-openvino` forces f32), the INT8 model is also timed against the fp32 model compiled
-  with no precision hint (``vs_default_precision``: what an out-of-the-box deployment runs).
+- ``bundles`` (issue 29: time what ships): for each runtime, each subnet is exported with
+  `hwnas export`'s own call (`export_subnet`: BatchNorm recalibrated, INT8 calibrated on training
+  images, verified on the whole test split) for the runtime's reduced-precision devices
+  (ONNX Runtime: `cpu-ort-int8`; OpenVINO: `cpu-openvino-int8` and, where usable,
+  `cpu-openvino-bf16`). Each bundle's artifact is loaded as `hwnas.export.load` loads it (its own
+  device, files checked by sha256) and timed against the fp32 model of the same subnet, compiled
+  as hwnas's fp32 device does and as the runtime does by default: ONNX Runtime: the bundle's
+  `model_fp32.onnx` on `cpu-ort` (which is ONNX Runtime's default session but for the 1 thread);
+  OpenVINO: the bundle's fp32 `model.onnx` on `cpu-openvino` (f32 forced) and compiled with no
+  precision hint (bf16 on a CPU with AVX512-BF16/AMX). Timing: 1 thread, `--rounds` rounds (11) of
+  blocks of `--runs` inferences (20) per model in rotating order, round k on real test image k;
+  a speed-up is the median over rounds of baseline block median / artifact block median. The
+  1-minute load average is recorded per subnet; above `--max-load` (1.5) the result says
+  ``loaded``: such numbers are not the machine's, rerun idle. Written to int8_bundles.json.
 - ``profile``: `hwnas.profiling.stage.profile` of the same subnets on the INT8 and fp32 devices
   (the real profiler: reference interleaving, anchor, store), with `--profile-rounds/--profile-runs`.
 - ``predictor``: held-out accuracy of the latency predictor on those measurements: `--folds`-fold
@@ -23,7 +27,7 @@ Parts (`--parts`, each merged into the results file on its own, so they can run 
   inner CV) on the other folds and scored on the held-out fold with `hwnas.latency.metrics.summary`
   (within +-5%, +-10%, Kendall tau over all subnets, each predicted once by a predictor that never
   saw it); then `fit_from_run` fits the run's predictor on all of them (what search uses). Also the
-  profiler's own fp32 / INT8 ratio per subnet (`<runtime>_profiled_speedup`), a cross-check of ``speedup``.
+  profiler's own fp32 / INT8 ratio per subnet (`<runtime>_profiled_speedup`).
 - ``repeat``: profile the same subnets on the INT8 devices again, into `--repeat-run` (a fresh
   session), and compare `corrected_ms` per subnet (within +-5%, +-10%): how well a second
   measurement agrees with the first, the bound on any predictor's held-out accuracy.
@@ -43,18 +47,17 @@ Parts (`--parts`, each merged into the results file on its own, so they can run 
   both devices' latency predictors, the accuracy predictor and the INT8 accuracy table (a
   quickstart run after `profile`/`latency fit` on the INT8 device; pareto.csv is overwritten).
 
-    OMP_NUM_THREADS=1 nice .venv/bin/python experiments/bench_int8.py --n 30 --profile-fp32 openvino ort \
-        --accuracy-from runs/quickstart                                            # everything, one go
-    # the results file was made in parts (each merges into it; a run directory resumes):
-    ... --parts speedup --n 30 --runtimes openvino ort --rounds 9 --runs 10 --stop-at 19:59
+    OMP_NUM_THREADS=1 .venv/bin/python experiments/bench_int8.py --parts bundles --runtimes ort openvino \
+        --run runs/bench-int8-bundles            # issue 29: the exported bundles (idle machine)
+    # int8.json, earlier (MNIST supernet, r 32..64), was made in parts (each merges into it):
     ... --parts drop front --runtimes openvino ort --drop-n 8 --front-runtime openvino --accuracy-from runs/quickstart
     ... --parts profile predictor --n 30 --runtimes ort openvino --profile-fp32 ort openvino --run runs/bench-int8-d
-    ... --parts speedup --n 30 --runtimes openvino --run runs/bench-int8-d     # + OpenVINO's default bf16
-    ... --parts speedup --n 30 --runtimes xnnpack --run runs/bench-int8-d
     ... --parts repeat --n 30 --runtimes ort openvino --run runs/bench-int8-d --repeat-run runs/bench-int8-repeat
     ... --parts front_verified --front-runtime ort --budget-ms 1.0 --run runs/bench-int8-front  # a quickstart run + INT8
+    # its "speedup" block timed models the benchmark compiled itself (not the shipped bundles): replaced by bundles
 
-Writes experiments/results/int8.json (machine, versions, commands, settings) and prints tables.
+Writes experiments/results/int8_bundles.json (--parts bundles alone) or int8.json (machine, versions,
+commands, settings, load) and prints tables.
 """
 
 from __future__ import annotations
@@ -74,9 +77,10 @@ import numpy as np
 import torch
 
 OUT = Path(__file__).resolve().parent / "results" / "int8.json"
+OUT_BUNDLES = OUT.with_name("int8_bundles.json")
 RUNTIMES = {"ort": ("cpu-ort", "cpu-ort-int8"), "openvino": ("cpu-openvino", "cpu-openvino-int8"),
             "xnnpack": ("mobile-xnnpack", "mobile-xnnpack-int8")}
-PARTS = ("speedup", "profile", "predictor", "repeat", "drop", "front", "front_verified")
+PARTS = ("bundles", "profile", "predictor", "repeat", "drop", "front", "front_verified")
 
 
 def subnets(run, n: int):
@@ -85,119 +89,174 @@ def subnets(run, n: int):
     return select_subnets(run.space, n, seed=0, n_classes=run.n_classes)
 
 
-# --- speedup -----------------------------------------------------------------------------------
+# --- bundles: what `hwnas export` ships, timed -------------------------------------------------
 
-def paired_speedup(fp, q, rounds: int, runs: int) -> tuple[float, float, float]:
-    """(median speed-up over rounds, fp32 ms, int8 ms): interleaved blocks, alternating order."""
-    from hwnas.devices import measure
+#: the bundles each runtime's part exports, and the fp32 baselines its artifacts are timed against
+BUNDLE_DEVICES = {"ort": ("cpu-ort-int8",), "openvino": ("cpu-openvino-int8", "cpu-openvino-bf16")}
 
-    ratios, t_fp, t_q = [], [], []
+
+def probe_subnets(run):
+    """The four probe subnets of the run's space (issue 29): the smallest (at the lowest
+    resolution), a mixed one (kernels 3/5/7/5, expands 3/6/4/4/6, depths 2/3/4/3/2, middle
+    resolution), k3 e6 d4 at the middle resolution, the largest (at the highest resolution)."""
+    rs = sorted(run.space.r_choices)
+    big = run.space.max_arch().to_ofa_dict()
+    n, stages = len(big["ks"]), len(big["d"])
+
+    def arch(ks, e, d, r):
+        def cycle(v, k):
+            return [v[i % len(v)] for i in range(k)]
+        spec = {"ks": cycle(ks, n), "e": cycle(e, n), "d": cycle(d, stages), "r": r}
+        return run.space.validate(run.family.arch_from_json(json.dumps(spec), run.space.width_mult))
+
+    mid = rs[len(rs) // 2]
+    return {"smallest": run.space.min_arch(r=rs[0]), "mixed": arch([3, 5, 7, 5], [3, 6, 4, 4, 6], [2, 3, 4, 3, 2], mid),
+            "k3e6d4": arch([3], [6], [4], mid), "largest": run.space.max_arch(r=rs[-1])}
+
+
+class _Compiled:
+    """An OpenVINO compile with the runtime's own defaults but for the thread count (no precision
+    hint: bf16 on a CPU with AVX512-BF16/AMX), with the runner interface the timing loop uses."""
+
+    def __init__(self, path: Path, shape) -> None:
+        import openvino as ov
+
+        self.ov, self.input_shape = ov, tuple(shape)
+        self.compiled = ov.Core().compile_model(str(path), "CPU", {
+            "INFERENCE_NUM_THREADS": 1, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY"})
+        hint = self.compiled.get_property("INFERENCE_PRECISION_HINT")
+        self.precision = {ov.Type.bf16: "bf16", ov.Type.f16: "fp16"}.get(hint, "fp32")
+        self.request = self.compiled.create_infer_request()
+
+    def prepare(self, x):
+        tensor = self.ov.Tensor(np.ascontiguousarray(x))
+        self.request.set_input_tensor(tensor)
+        return tensor
+
+    def invoke(self, prepared):
+        self.request.infer()
+
+    def close(self) -> None:
+        self.request = self.compiled = None
+
+
+def fp32_baselines(runtime: str, bundle: Path, meta: dict) -> dict:
+    """The fp32 model of the bundle's subnet as hwnas's fp32 device runs it and as the runtime runs
+    it by default (1 thread): ONNX Runtime: the fp32 ONNX the INT8 model was quantized from, on
+    `cpu-ort` (ONNX Runtime's defaults: all graph optimisations); OpenVINO: the bundle's fp32
+    ONNX on `cpu-openvino` (f32 forced) and compiled with no precision hint."""
+    from hwnas.devices import Artifact, get_device
+    from hwnas.export.bundle import onnx_runner
+
+    shape = meta["input"]["shape"]
+    if runtime == "ort":
+        return {"cpu-ort (fp32, ORT defaults)": onnx_runner(bundle / meta["artifact"]["metadata"]["fp32_onnx"], shape)}
+    onnx = bundle / meta["onnx"]["file"]
+    dev = get_device("cpu-openvino")
+    f32 = dev.backend_impl().load(Artifact(format="openvino-ir", path=onnx, input_shape=tuple(shape),
+                                           device=dev.name, backend=dev.backend))
+    default = _Compiled(onnx, shape)
+    return {"cpu-openvino (fp32 forced)": f32, f"openvino default ({default.precision})": default}
+
+
+def interleaved(models: dict, images: np.ndarray, rounds: int, runs: int) -> dict:
+    """Per model, its median ms and the median over rounds of (first model's block median / its
+    block median): blocks of `runs` inferences, models in rotating order, each round on the next
+    real test image (every model sees the same image in a round)."""
+    names = list(models)
+    per = {k: [] for k in names}
+    for m in models.values():  # warm-up
+        m.invoke(m.prepare(images[0][None]))
     for r in range(rounds):
-        first, second = (fp, q) if r % 2 == 0 else (q, fp)
-        a = measure(first, runs=runs, warmup_runs=3, warmup_s=0.05).median_ms
-        b = measure(second, runs=runs, warmup_runs=3, warmup_s=0.05).median_ms
-        f, i = (a, b) if first is fp else (b, a)
-        ratios.append(f / i)
-        t_fp.append(f)
-        t_q.append(i)
-    return statistics.median(ratios), statistics.median(t_fp), statistics.median(t_q)
+        x = images[r % len(images)][None]
+        order = names[r % len(names):] + names[:r % len(names)]
+        for k in order:
+            m = models[k]
+            prepared = m.prepare(x)
+            for _ in range(3):
+                m.invoke(prepared)
+            ts = []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                m.invoke(prepared)
+                ts.append(time.perf_counter() - t0)
+            per[k].append(statistics.median(ts) * 1e3)
+    base = per[names[0]]
+    return {k: {"median_ms": round(statistics.median(v), 4),
+                "speedup_vs_first": round(statistics.median([b / t for b, t in zip(base, v)]), 3)}
+            for k, v in per.items()}
 
 
-def _default_precision_backend(fp_backend):
-    """(backend, precision) of the fp32 model as the runtime runs it with no precision hint, when
-    that is not fp32: OpenVINO's CPU plugin defaults to bf16 on CPUs with AVX512-BF16/AMX (hwnas's
-    `cpu-openvino` forces f32). (None, "fp32") otherwise."""
-    if fp_backend.device.backend != "openvino":
-        return None, "fp32"
-    import openvino as ov
+def bench_bundles(key: str, run, archs: dict, args) -> dict:
+    """Export each subnet with `hwnas export` (`export_subnet`: BN recalibrated, calibrated on
+    training images, verified on the whole test split) for the runtime's INT8 (and bf16) devices,
+    then time each bundle's artifact, loaded as the bundle loads it (`hwnas.export.load`, its
+    device), against the fp32 baselines of the same subnet (`fp32_baselines`), interleaved."""
+    from hwnas.devices import get_device
+    from hwnas.export import export_subnet, load
+    from hwnas.export.manifest import read_meta
+    from hwnas.supernet.data import build_loaders, spread_images
+    from hwnas.supernet.pretrained import data_config_of, load_supernet
 
-    hint = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")
-    precision = {ov.Type.bf16: "bf16", ov.Type.f16: "fp16"}.get(hint, "fp32")
-    if precision == "fp32":
-        return None, precision
-    from hwnas.devices import get_backend
-
-    dev = fp_backend.device.model_copy(update={"name": f"{fp_backend.device.name}-{precision}",
-                                              "precision": precision})
-    return get_backend(dev), precision
-
-
-def bench_speedup(key: str, run, archs, args) -> dict:
-    from hwnas.devices import get_backend
-    from hwnas.profiling.session import CalibrationImages
-    from hwnas.supernet.pretrained import load_supernet
-
-    fp_dev, q_dev = RUNTIMES[key]
-    fp_backend, q_backend = get_backend(fp_dev), get_backend(q_dev)
-    reason = fp_backend.available() or q_backend.available()
-    if reason:
-        print(f"{key}: skipped: {reason}")
-        return {"devices": [fp_dev, q_dev], "skipped": reason}
-    default_backend, default_precision = _default_precision_backend(fp_backend)
-    model, _ = load_supernet(run.supernet)
-    calib = CalibrationImages(run)()
+    devices = [d for d in BUNDLE_DEVICES[key] if not get_device(d).available()]
+    skipped = {d: get_device(d).available() for d in BUNDLE_DEVICES[key] if d not in devices}
+    if not devices:
+        return {"skipped": skipped}
+    _, meta = load_supernet(run.supernet)
+    test = build_loaders(data_config_of(meta, run.data)).test.dataset
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        for k, arch in enumerate(archs):
-            if args.stop_at and time.strftime("%H:%M") >= args.stop_at:
-                print(f"{key}: --stop-at {args.stop_at} reached after {k} subnets", flush=True)
-                break
-            net = model.get_subnet(arch).eval()
-            x = torch.zeros(1, 3, arch.r, arch.r)
-            t0 = time.perf_counter()
-            fp = fp_backend.compile_and_load(net, x, work / arch.id / "fp32")
-            q = q_backend.compile_and_load(net, x, work / arch.id / "int8", calibration=calib)
-            compile_s = time.perf_counter() - t0
-            probe = torch.nn.functional.interpolate(torch.from_numpy(calib[::16]), size=(arch.r, arch.r),
-                                                    mode="bilinear", align_corners=False).numpy()
-            diff = float(np.mean([np.abs(fp.run(p[None]) - q.run(p[None])).mean() for p in probe]))
-            agree = float(np.mean([fp.run(p[None]).argmax() == q.run(p[None]).argmax() for p in probe]))
-            speedup, fp_ms, q_ms = paired_speedup(fp, q, args.rounds, args.runs)
-            meta = q.artifact.metadata
-            row = {"id": arch.id, "r": arch.r, "speedup": round(speedup, 3), "fp32_ms": round(fp_ms, 4),
-                   "int8_ms": round(q_ms, 4)}
-            if default_backend is not None:  # the fp32 model as the runtime runs it out of the box
-                dflt = default_backend.compile_and_load(net, x, work / arch.id / "default")
-                vs, d_ms, q2_ms = paired_speedup(dflt, q, args.rounds, args.runs)
-                row.update({"default_ms": round(d_ms, 4), "speedup_vs_default": round(vs, 3)})
-                dflt.close()
-            row.update({"int8_share": meta.get("int8_share"),
-                   "int8_layers": meta.get("int8_layers"), "layers": meta.get("layers"),
-                   "calibration": meta.get("calibration"), "mean_abs_logit_diff": round(diff, 5),
-                   "top1_agreement_probe": agree, "compile_s": round(compile_s, 1)})
+    root = Path(tempfile.mkdtemp(prefix="bench-int8-"))
+    try:
+        for name, arch in archs.items():
+            images = spread_images(test, args.images, arch.r)[0]
+            bundles = {d: export_subnet(run.run_dir, arch, d, out_dir=root / f"{arch.id}-{d}", measure=False)
+                       for d in devices}
+            first = read_meta(bundles[devices[0]])
+            models = fp32_baselines(key, bundles[devices[0]], first)
+            loaded = {d: load(b, runtime="device") for d, b in bundles.items()}
+            models.update({f"{d} (bundle artifact)": b.runner for d, b in loaded.items()})
+            load0 = os.getloadavg()[0]
+            timed = {}
+            for base in [k for k in models if "bundle" not in k]:  # each baseline first in its own loop
+                timed[base] = interleaved({base: models[base], **{k: m for k, m in models.items() if "bundle" in k}},
+                                          images, args.rounds, args.runs)
+            row = {"subnet": name, "id": arch.id, "r": arch.r, "arch": arch.describe(),
+                   "load_avg_1": [round(load0, 2), round(os.getloadavg()[0], 2)], "timed": timed}
+            for d, b in loaded.items():
+                record = read_meta(bundles[d])
+                acc = record["accuracy"][record["precision"]]
+                row[d] = {"status": record["status"], **{k: acc.get(k) for k in (
+                    f"top1_{record['precision']}", "top1_fp32", "drop", "top1_agreement", "n", "int8_share",
+                    "qdq_pairs", "fp32_ops", "quantizer") if k in acc},
+                          "weights": record["artifact"]["metadata"].get("weights")}
+                b.close()
+            for m in models.values():
+                m.close()
             rows.append(row)
-            print(f"{key} {k + 1}/{len(archs)} r{arch.r} speed-up {speedup:.2f}x "
-                  f"(fp32 {fp_ms:.3f} ms, int8 {q_ms:.3f} ms) int8_share {row['int8_share']}", flush=True)
-            quantizer = meta.get("quantizer")
-            fp.close()
-            q.close()
-            shutil.rmtree(work / arch.id, ignore_errors=True)
-    if not rows:
-        return {"devices": [fp_dev, q_dev], "skipped": f"--stop-at {args.stop_at} before the first subnet"}
-    s = np.array([r["speedup"] for r in rows])
-    shares = [r["int8_share"] for r in rows]
-    summary = {"n": len(rows), "median_speedup": round(float(np.median(s)), 3),
-               "min_speedup": round(float(s.min()), 3), "max_speedup": round(float(s.max()), 3),
-               "p25_speedup": round(float(np.percentile(s, 25)), 3),
-               "p75_speedup": round(float(np.percentile(s, 75)), 3),
-               "share_at_least_1.2x": round(float(np.mean(s >= 1.2)), 3),
-               "median_fp32_ms": round(float(np.median([r["fp32_ms"] for r in rows])), 4),
-               "median_int8_ms": round(float(np.median([r["int8_ms"] for r in rows])), 4),
-               "median_int8_share": float(np.median(shares)), "min_int8_share": float(min(shares)),
-               "median_abs_logit_diff": float(np.median([r["mean_abs_logit_diff"] for r in rows])),
-               "quantizer": quantizer, "resolutions": sorted({r["r"] for r in rows})}
-    if default_backend is not None:
-        v = np.array([r["speedup_vs_default"] for r in rows])
-        summary["vs_default_precision"] = {
-            "precision": default_precision, "median_speedup": round(float(np.median(v)), 3),
-            "min_speedup": round(float(v.min()), 3), "max_speedup": round(float(v.max()), 3),
-            "share_at_least_1.2x": round(float(np.mean(v >= 1.2)), 3),
-            "median_default_ms": round(float(np.median([r["default_ms"] for r in rows])), 4),
-            "note": "the fp32 model compiled with the runtime's own default inference precision (no "
-                    "precision hint), which is what an out-of-the-box deployment of it runs"}
-    return {"devices": [fp_dev, q_dev], "rounds": args.rounds, "runs": args.runs,
-            "calibration": f"{len(calib)} training images (CalibrationImages)", "summary": summary, "rows": rows}
+            print(f"{key} {name} r{arch.r}: " + "; ".join(
+                f"{k.split(' ')[0]} {v['speedup_vs_first']:.2f}x vs {base}" for base, t in timed.items()
+                for k, v in t.items() if "bundle" in k), flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return {"devices": devices, "skipped": skipped or None, "rounds": args.rounds, "runs": args.runs,
+            "images": f"{args.images} test images, one per round", "summary": _bundle_summary(rows), "rows": rows}
+
+
+def _bundle_summary(rows: list[dict]) -> dict:
+    """Per (artifact, baseline): median and range of the per-subnet speed-ups; per device: drops."""
+    out = {}
+    for base in rows[0]["timed"]:
+        for art in rows[0]["timed"][base]:
+            if art == base:
+                continue
+            s = np.array([r["timed"][base][art]["speedup_vs_first"] for r in rows])
+            out[f"{art.split(' ')[0]} vs {base}"] = {"median": round(float(np.median(s)), 3),
+                                                      "min": round(float(s.min()), 3), "max": round(float(s.max()), 3)}
+    for dev in [k for k in rows[0] if k.startswith("cpu-")]:
+        d = np.array([r[dev]["drop"] for r in rows])
+        out[f"{dev} drop (points)"] = {"median": round(float(np.median(d)), 3), "worst": round(float(d.max()), 3),
+                                      "all_verified": all(r[dev]["status"] == "verified" for r in rows)}
+    return out
 
 
 # --- profile / predictor -----------------------------------------------------------------------
@@ -250,7 +309,7 @@ def heldout(run, device: str, folds: int, seed: int = 0) -> dict:
 
 
 def profiled_speedup(run, fp_dev: str, q_dev: str) -> dict:
-    """Cross-check of `speedup`: fp32 / INT8 of the profiler's own measurements (timing subnets with
+    """fp32 / INT8 of the profiler's own measurements (timing subnets with
     fixed random weights, reference-interleaved, anchored), per subnet profiled on both devices."""
     from hwnas.profiling.store import read_measurements
 
@@ -411,15 +470,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
     ap.add_argument("--run", type=Path, default=Path("runs/bench-int8"), help="run directory (resumed)")
-    ap.add_argument("--n", type=int, default=30, help="subnets (speed-up, profiling)")
+    ap.add_argument("--n", type=int, default=30, help="subnets (profiling; bundles with --subnets sample)")
+    ap.add_argument("--subnets", default="probe", choices=("probe", "sample"),
+                    help="bundles: the four probe subnets of the space, or the --n subnets profile picks")
+    ap.add_argument("--images", type=int, default=64, help="bundles: real test images cycled through the rounds")
+    ap.add_argument("--max-load", type=float, default=1.5,
+                    help="bundles: results are marked 'loaded' when the 1-minute load average exceeds this")
     ap.add_argument("--runtimes", nargs="+", default=list(RUNTIMES), choices=list(RUNTIMES))
-    ap.add_argument("--rounds", type=int, default=9, help="interleaved fp32/int8 rounds (speedup)")
-    ap.add_argument("--runs", type=int, default=10, help="timed runs per block (speedup)")
+    ap.add_argument("--rounds", type=int, default=11, help="interleaved rounds (bundles)")
+    ap.add_argument("--runs", type=int, default=20, help="timed runs per block (bundles)")
     ap.add_argument("--profile-rounds", type=int, default=15, help="profiler rounds (ProtocolSettings)")
     ap.add_argument("--profile-runs", type=int, default=10, help="profiler runs per round")
     ap.add_argument("--profile-fp32", nargs="*", default=[], choices=list(RUNTIMES),
                     help="also profile these runtimes' fp32 devices (front needs its runtime's)")
-    ap.add_argument("--stop-at", default=None, help="HH:MM (machine time): speedup stops taking new subnets")
     ap.add_argument("--folds", type=int, default=5, help="held-out folds (predictor)")
     ap.add_argument("--repeat-run", type=Path, default=Path("runs/bench-int8-repeat"),
                     help="run directory the repeat part profiles the same subnets into")
@@ -430,7 +493,8 @@ def main() -> None:
     ap.add_argument("--accuracy-samples", type=int, default=100)
     ap.add_argument("--budget-ms", type=float, default=None)
     ap.add_argument("--verify-top-k", type=int, default=12, help="front members measured (front_verified)")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=None,
+                    help=f"results file (default {OUT_BUNDLES.name} for --parts bundles alone, else {OUT.name})")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
@@ -440,6 +504,8 @@ def main() -> None:
 
     run = open_run(args.run)
     archs = subnets(run, args.n)
+    if args.out is None:
+        args.out = OUT_BUNDLES if args.parts == ["bundles"] else OUT
     doc = json.loads(args.out.read_text()) if args.out.exists() else {}
     if "results" in doc and "speedup" not in doc:  # the first layout: r 128..224 speed-ups only
         doc = {"earlier": {"note": "SearchSpace() subnets (r 128..224) of the shipped supernet, 32 calibration "
@@ -451,9 +517,18 @@ def main() -> None:
     cmd = "python " + " ".join(sys.argv)
     results_of = {p: doc.setdefault(p, {}) for p in PARTS}
     t0, started, load0 = time.perf_counter(), time.strftime("%Y-%m-%d %H:%M"), os.getloadavg()
-    if "speedup" in args.parts:
-        for key in args.runtimes:
-            results_of["speedup"][key] = bench_speedup(key, run, archs, args)
+    if "bundles" in args.parts:
+        picks = probe_subnets(run) if args.subnets == "probe" else {a.id: a for a in archs}
+        for key in [k for k in args.runtimes if k in BUNDLE_DEVICES]:
+            res = bench_bundles(key, run, picks, args)
+            loads = [v for r in res.get("rows", []) for v in r["load_avg_1"]]
+            res["loaded"] = bool(loads) and max(loads) > args.max_load
+            results_of["bundles"][key] = res
+            for what, v in res.get("summary", {}).items():
+                print(f"{key:9} {what}: {v}", flush=True)
+            if res["loaded"]:
+                print(f"{key}: the 1-minute load average reached {max(loads):.2f} (> {args.max_load}): "
+                      "these timings are marked loaded; rerun on an idle machine", flush=True)
     if "profile" in args.parts:
         devs = [RUNTIMES[k][1] for k in args.runtimes] + [RUNTIMES[k][0] for k in args.profile_fp32]
         for dev, res in do_profile(run, devs, args).items():
@@ -488,19 +563,13 @@ def main() -> None:
         results_of["front"] = doc["front"] = res
         print(f"front: {json.dumps({k: res[k] for k in ('search_fronts', 'common_pool', 'auto')})}", flush=True)
 
-    for key, res in results_of["speedup"].items():
-        if "summary" in res:
-            s = res["summary"]
-            print(f"{key:10} n={s['n']} median {s['median_speedup']:.2f}x range {s['min_speedup']:.2f}-"
-                  f"{s['max_speedup']:.2f}x >=1.2x {s['share_at_least_1.2x']:.0%} "
-                  f"int8_share {s['median_int8_share']:.2f}")
     versions = {d: dist_version(d) for d in ("torch", "onnxruntime", "openvino", "nncf")}
     doc["commands"] = [*doc.get("commands", []), {
         "command": cmd, "started": started, "seconds": round(time.perf_counter() - t0),
         "load_avg_1_5_15_before": [round(v, 2) for v in load0],
         "load_avg_1_5_15_after": [round(v, 2) for v in os.getloadavg()]}]
     doc["settings"].update({p: {k: getattr(args, k) for k in keys} for p, keys in {
-        "speedup": ("n", "rounds", "runs"), "profile": ("n", "profile_rounds", "profile_runs"),
+        "bundles": ("subnets", "n", "rounds", "runs", "images"), "profile": ("n", "profile_rounds", "profile_runs"),
         "predictor": ("folds",), "repeat": ("n", "profile_rounds", "profile_runs"), "drop": ("drop_n",),
         "front": ("front_runtime", "accuracy_samples", "budget_ms")}.items() if p in args.parts})
     if "front" in args.parts:

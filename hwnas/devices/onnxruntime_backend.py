@@ -2,10 +2,11 @@
 
 CPU: `intra_op_num_threads` = the device's threads, one inter-op thread, sequential execution,
 all graph optimisations; the session's options are read back to verify the thread count.
-INT8 (`cpu-ort-int8`): static QDQ quantization of the fp32 export (per-channel int8 weights, uint8
-activations, calibration images from `compile(..., calibration=)`), choosing what to quantize so
-that ONNX Runtime's fused int8 kernels actually run (see `hwnas.devices.quantize`); the artifact
-records `int8_share`, read from the session's optimized graph.
+INT8 (`cpu-ort-int8`): static QDQ quantization of the fp32 export (per-channel int8 weights unless
+the device option ``per_channel`` is false, uint8 activations, calibration images from
+`compile(..., calibration=)`), choosing what to quantize so that ONNX Runtime's fused int8 kernels
+actually run (see `hwnas.devices.quantize`); the artifact records `int8_share`, read from the
+session's optimized graph.
 CUDA: inputs and outputs stay on the GPU through I/O binding so a sample times the model, not
 host<->device copies; `run_with_iobinding` returns after the GPU work, and outputs are
 synchronised inside the timed call, so the host clock is right here (the CUDA EP runs on its
@@ -53,6 +54,13 @@ class OnnxRuntimeBackend(Backend):
     def default_provider(cls) -> str | None:
         return _CPU
 
+    def versions(self) -> dict[str, str]:
+        if self.device.precision != "int8":
+            return super().versions()
+        from hwnas.devices.quantize import recipe_versions
+
+        return recipe_versions(super().versions())
+
     def _available(self) -> str | None:
         import onnxruntime as ort
 
@@ -82,7 +90,8 @@ class OnnxRuntimeBackend(Backend):
         images, calib = self._calibration_for(tuple(x.shape))
         path = workdir / "model.onnx"
         op_types = self.device.options.get("op_types", ORT_OP_TYPES)
-        meta = quantize_onnx(fp32, path, images, batch=int(x.shape[0]), op_types=op_types)
+        meta = quantize_onnx(fp32, path, images, batch=int(x.shape[0]), op_types=op_types,
+                             per_channel=bool(self.device.options.get("per_channel", True)))
         share = ort_int8_share(path, self.device.provider or _CPU)
         return self._artifact(path, x, opset=17, quantizer="onnxruntime-qdq", fp32_onnx=str(fp32),
                               **calib, **meta, **share)

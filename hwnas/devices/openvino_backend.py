@@ -69,6 +69,13 @@ class OpenVinoBackend(OnnxBuiltBackend):
     def quantizer(self) -> str:
         return str(self.device.options.get("quantizer", "onnx-qdq"))
 
+    def versions(self) -> dict[str, str]:
+        if self.device.precision != "int8" or self.quantizer != "onnx-qdq":
+            return super().versions()
+        from hwnas.devices.quantize import recipe_versions
+
+        return recipe_versions(super().versions())
+
     def _available(self) -> str | None:
         precision, target = self.device.precision, self.device.provider or "CPU"
         if precision in _CAPABILITY:

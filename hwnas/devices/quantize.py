@@ -3,21 +3,35 @@
 Calibration: a backend compiling an INT8 artifact quantizes with the images given to
 `Backend.compile(..., calibration=images)` (training images, never test images); with none it
 uses a fixed-seed synthetic batch, so profiling works before real images are wired through. The
-artifact's metadata says which (``"calibration": "images" | "synthetic"``).
+artifact's metadata says which (``"calibration": "images" | "synthetic"``). MinMax calibration on
+a fixed image set: the same subnet and images give the same quantized model, byte for byte.
 
-What to quantize, per runtime (the default family's subnets, 1 thread, this VNNI CPU). ONNX Runtime
-with every op quantized: pointwise QLinearConv ran 2.2x faster than fp32, depthwise QLinearConv no
-faster than fp32 NCHWc, SE's ReduceMean fell back to a strided fp32 reduce on NHWC data (0.53 ms
-vs 0.10 at r224), and every hardswish sits between a DQ and a Q (DQ + HardSigmoid + Mul + Q: a
-quarter of the int8 time; ORT has no int8 hardswish). So SE's ReduceMean(2,3) becomes
-GlobalAveragePool (QLinearGlobalAveragePool), and all convs stay quantized: leaving depthwise
-convs fp32 cost more in NHWC <-> NCHWc changes (Transpose/Reorder: 20% of the time) than it
-saved. Measured (experiments/results/int8.json, trained weights): on the shipped supernet's
-subnets (r32..64) ORT INT8 runs 1.76x median faster than fp32 and OpenVINO 2.24x; at r128..224
-ORT was about par (the hardswish boundaries dominate) and OpenVINO 1.3x. OpenVINO runs the same
-QDQ graph with every convolution in u8 (its low-precision transformations absorb the
-activations). What is quantized depends on the weights (random ones left ORT with 12-15 % fp32
-layers), so INT8 profiling times trained weights (`hwnas.profiling.session`).
+What to quantize, per runtime (the default family's subnets, 1 thread, this AVX512-VNNI CPU;
+measured on the models `hwnas export` ships, docs/int8.md). ONNX Runtime's QDQ fusions turn a
+Conv / Gemm / Add / Mul / GlobalAveragePool between DequantizeLinear and QuantizeLinear into one
+int8 kernel (QLinearConv, QGemm, QLinearAdd, QLinearMul, QLinearGlobalAveragePool); whatever is
+left between a DQ and a Q runs in fp32 and pays for the two conversions. So:
+
+- ReLU (and Clip) are quantized too (`ORT_OP_TYPES`): with uint8 activations the quantizer then
+  *removes* them, giving their range to the convolution before (its Q saturates at 0). Left out,
+  each ReLU stayed a DequantizeLinear -> QuantizeLinear pair in the optimized graph (20 of the 49
+  DQ/Q pairs of a mixed r36 subnet; that model ran 1.08x faster without them).
+- SE's ReduceMean(2,3) becomes GlobalAveragePool (QLinearGlobalAveragePool; quantized, ReduceMean
+  fell back to a slow fp32 reduce).
+- Per-channel weights (the default; ``per_channel: false`` on an ONNX Runtime INT8 device gives
+  per-tensor): per-tensor ran 7-16% faster on the four probe subnets but its top-1 drop depends on
+  the weights: 0.24-0.38 points on one supernet's weights, 0.69 on the smallest subnet of the next
+  (per-channel: 0.33), on Fashion-MNIST's 10,000 test images.
+- Hardswish stays between a DQ and a Q (ONNX Runtime has no int8 hardswish). Rewriting it as
+  QLinearAdd(x, 3) + QLinearMul (a fully int8 graph) measured 0.88-1.10x: no gain, not done.
+- Depthwise convolutions stay int8: kept fp32 (`nodes_to_exclude`) the mixed r36 subnet ran 13%
+  slower and the smallest no faster (layout changes around them).
+
+OpenVINO runs the same QDQ graph (per-channel weights) with every convolution in u8 (its
+low-precision transformations absorb the activations); on a CPU with AVX512-BF16 its int8 kernels
+are hardly faster than the bf16 ones it runs fp32 models in by default (int8 depthwise 1.8x
+slower), so there INT8 pays against forced f32 only (docs/int8.md). What is quantized depends on the weights (random ones left ORT with
+12-15 % fp32 layers), so INT8 profiling times trained weights (`hwnas.profiling.session`).
 """
 
 from __future__ import annotations
@@ -30,12 +44,18 @@ import numpy as np
 
 from hwnas.errors import DeviceError
 
-__all__ = ["SYNTHETIC_IMAGES", "calibration_batch", "batches", "quantize_onnx", "ort_int8_share",
-           "openvino_int8_share", "pt2e_int8_share", "qdq_graph_int8_share", "ORT_OP_TYPES"]
+__all__ = ["SYNTHETIC_IMAGES", "QDQ_RECIPE", "recipe_versions", "calibration_batch", "batches",
+           "quantize_onnx", "ort_int8_share", "openvino_int8_share", "pt2e_int8_share",
+           "qdq_graph_int8_share", "ORT_OP_TYPES"]
 
 SYNTHETIC_IMAGES = 16
-#: op types ONNX Runtime runs in int8 here (QLinearConv, QGemm, QLinearAdd/Mul/GlobalAveragePool)
-ORT_OP_TYPES = ("Conv", "Gemm", "MatMul", "Add", "Mul", "GlobalAveragePool")
+#: what `quantize_onnx` makes of a model (op types, folding, weight granularity): recorded in the
+#: versions of an artifact it quantized (`recipe_versions`), so timings and the host's INT8 anchors
+#: (keyed by versions) are never mixed across recipes. Change it when the recipe changes.
+QDQ_RECIPE = "2 (ReLU/Clip folded)"
+#: op types ONNX Runtime runs in int8 here (QLinearConv, QGemm, QLinearAdd/Mul/GlobalAveragePool),
+#: plus the activations the quantizer folds into the range of the op before them (uint8 only)
+ORT_OP_TYPES = ("Conv", "Gemm", "MatMul", "Add", "Mul", "GlobalAveragePool", "Relu", "Clip")
 #: TensorRT fuses Q/DQ into convolutions, GEMMs and residual adds
 TRT_OP_TYPES = ("Conv", "Gemm", "MatMul", "Add", "GlobalAveragePool")
 _INT8_ORT = {"QLinearConv", "ConvInteger", "QGemm", "QLinearMatMul", "MatMulInteger",
@@ -73,6 +93,11 @@ def batches(images: np.ndarray, batch: int) -> list[np.ndarray]:
     return [images[i:i + batch] for i in range(0, len(images) - batch + 1, batch)]
 
 
+def recipe_versions(versions: dict[str, str]) -> dict[str, str]:
+    """A backend's versions plus the QDQ recipe, for artifacts `quantize_onnx` quantized."""
+    return {**versions, "hwnas_qdq_recipe": QDQ_RECIPE}
+
+
 def _gap_for_reducemean(model: Any) -> int:
     """ReduceMean over H, W (keepdims) -> GlobalAveragePool, in place; returns how many.
     Quantized, the former falls back to a slow fp32 reduce; the latter has an int8 kernel."""
@@ -96,10 +121,12 @@ def _gap_for_reducemean(model: Any) -> int:
 
 
 def quantize_onnx(src: Path, dst: Path, images: np.ndarray, *, batch: int,
-                  op_types: Sequence[str] = ORT_OP_TYPES, symmetric: bool = False) -> dict[str, Any]:
-    """Static QDQ quantization of `src` into `dst`: per-channel int8 weights, activations uint8
-    (asymmetric: ONNX Runtime's u8s8 VNNI path) or int8 symmetric (TensorRT). MinMax ranges over
-    the calibration batches. Returns metadata for the artifact."""
+                  op_types: Sequence[str] = ORT_OP_TYPES, symmetric: bool = False,
+                  per_channel: bool = True) -> dict[str, Any]:
+    """Static QDQ quantization of `src` into `dst`: int8 weights (per output channel, or one scale
+    per tensor), activations uint8 (asymmetric: ONNX Runtime's u8s8 VNNI path; ReLU / Clip in
+    `op_types` are then folded away) or int8 symmetric (TensorRT). MinMax ranges over the
+    calibration batches. Returns metadata for the artifact."""
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
@@ -117,13 +144,14 @@ def quantize_onnx(src: Path, dst: Path, images: np.ndarray, *, batch: int,
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self._it, None)
 
-    quantize_static(str(pre), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+    quantize_static(str(pre), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
                     activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
                     weight_type=QuantType.QInt8, op_types_to_quantize=list(op_types),
                     extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True})
     pre.unlink(missing_ok=True)
     return {"quantized_op_types": list(op_types), "reducemean_to_gap": rewritten,
-            "activations": "int8-symmetric" if symmetric else "uint8", "weights": "int8-per-channel"}
+            "activations": "int8-symmetric" if symmetric else "uint8",
+            "weights": "int8-per-channel" if per_channel else "int8-per-tensor"}
 
 
 def _share(int8: int, total: int, source: str, **extra: Any) -> dict[str, Any]:

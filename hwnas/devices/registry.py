@@ -83,7 +83,8 @@ _BUILTIN: list[dict[str, Any]] = [
     dict(name="trt", backend="tensorrt", description="TensorRT engine built from ONNX"),
     # INT8 variants: post-training quantization at compile time (hwnas.devices.quantize)
     dict(name="cpu-ort-int8", backend="onnxruntime", provider="CPUExecutionProvider",
-         precision="int8", description="ONNX Runtime CPU EP, static QDQ int8 (per-channel weights)"),
+         precision="int8", description="ONNX Runtime CPU EP, static QDQ int8 (per-channel weights; option "
+                                       "per_channel: false for per-tensor)"),
     dict(name="cpu-openvino-int8", backend="openvino", provider="CPU", precision="int8",
          options={"quantizer": "onnx-qdq"}, description="OpenVINO CPU plugin running a QDQ int8 model (quantizer option: "
                      "onnx-qdq, or nncf when installed)"),

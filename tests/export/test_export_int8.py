@@ -118,3 +118,60 @@ def test_the_cli_refuses_a_negative_int8_drop_limit_in_one_line(export_run):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "--max-int8-drop" in lines[0]
+
+
+def _optimized_ops(path, tmp_path):
+    """(node op types, DequantizeLinear -> QuantizeLinear edges) of ONNX Runtime's optimized graph."""
+    import onnx
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
+    graph = onnx.load(str(tmp_path / "optimized.onnx")).graph
+    dq_out = {o for n in graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    pairs = sum(n.op_type == "QuantizeLinear" and n.input[0] in dq_out for n in graph.node)
+    return [n.op_type for n in graph.node], pairs
+
+
+def test_ort_int8_folds_relus_into_int8_kernels(ort_int8_bundle, tmp_path):
+    """What ONNX Runtime can fuse is fused: no ReLU is left between a DequantizeLinear and a
+    QuantizeLinear (the quantizer folds it into the convolution's output range) and every
+    convolution runs as QLinearConv; weights are per-channel unless the device says otherwise."""
+    import onnx
+
+    meta = json.loads((ort_int8_bundle / "model.json").read_text())["artifact"]["metadata"]
+    assert meta["weights"] == "int8-per-channel" and "Relu" in meta["quantized_op_types"]
+    assert "Relu" not in {n.op_type for n in onnx.load(str(ort_int8_bundle / "model.onnx")).graph.node}
+    ops, dq_to_q = _optimized_ops(ort_int8_bundle / "model.onnx", tmp_path)
+    assert "Conv" not in ops and "QLinearConv" in ops and "Relu" not in ops
+    assert dq_to_q == 0, "a DequantizeLinear feeds a QuantizeLinear: an fp32 no-op left in the int8 graph"
+
+
+def test_ort_int8_export_is_deterministic(trained_export_run, ort_int8_bundle, tmp_path, quick):
+    """The same subnet exported again quantizes to the same bytes and the same test accuracy."""
+    from hwnas.export.manifest import sha256_file
+
+    run, arch = trained_export_run
+    again = export_subnet(run.run_dir, arch.id, "cpu-ort-int8", max_int8_drop=3.0, measure=False,
+                          out_dir=tmp_path / "again", **quick)
+    assert sha256_file(again / "model.onnx") == sha256_file(ort_int8_bundle / "model.onnx")
+    first, second = (json.loads((b / "verify.json").read_text())["int8"] for b in (ort_int8_bundle, again))
+    keys = ("top1_int8", "top1_fp32", "drop", "top1_agreement", "int8_share")
+    assert {k: first[k] for k in keys} == {k: second[k] for k in keys}
+
+
+def test_per_tensor_weights_are_a_device_option(trained_export_run, tmp_path, quick):
+    _usable("cpu-ort-int8")
+    devices = tmp_path / "devices.yaml"
+    devices.write_text("devices:\n  - name: ort-int8-per-tensor\n    backend: onnxruntime\n"
+                       "    provider: CPUExecutionProvider\n    precision: int8\n"
+                       "    options: {per_channel: false}\n")
+    run, arch = trained_export_run
+    path = export_subnet(run.run_dir, arch.id, "ort-int8-per-tensor", devices_file=devices,
+                         out_dir=tmp_path / "pt", measure=False, max_int8_drop=3.0, **quick)
+    meta = json.loads((path / "model.json").read_text())
+    assert meta["artifact"]["metadata"]["weights"] == "int8-per-tensor"
+    int8 = meta["accuracy"]["int8"]
+    assert int8["drop"] <= 3.0 and int8["top1_agreement"] >= 0.9
