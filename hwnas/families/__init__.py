@@ -42,9 +42,15 @@ def get_family(name: str) -> Family:
     if cls is None:
         if name not in _REGISTRY:
             raise InputError(f"unknown family {name!r}; hwnas knows {', '.join(family_names())}")
-        module, cls_name = _REGISTRY[name].split(":")
-        cls = getattr(importlib.import_module(module), cls_name)
+        cls = _own_class(name)
     return _singleton(cls)
+
+
+@functools.lru_cache(maxsize=None)
+def _own_class(name: str) -> type[Family]:
+    """One of hwnas's own families' classes, imported once (get_family sits on hot paths)."""
+    module, cls_name = _REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module), cls_name)
 
 
 @functools.lru_cache(maxsize=None)
