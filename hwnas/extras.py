@@ -9,9 +9,10 @@ against pyproject.toml and against every import in hwnas.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 
-__all__ = ["MODULES", "install_hint", "missing_extra", "need"]
+__all__ = ["MODULES", "install_hint", "missing_extra", "need", "dist_version"]
 
 #: top-level module -> (the distribution that installs it, the extra that declares it; None: core)
 MODULES: dict[str, tuple[str, str | None]] = {
@@ -68,3 +69,11 @@ def need(module: str) -> None:
     found; nothing is imported: for modules only a child process imports."""
     if importlib.util.find_spec(module) is None:
         raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+
+def dist_version(dist: str) -> str | None:
+    """Installed version of a distribution, read from its metadata (no import)."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None

@@ -7,7 +7,7 @@ device's artifact (``top1_<precision>``) and of the fp32 subnet on the same imag
 difference (`drop`, points) and top-1 agreement. Each row is measured exactly as an INT8 or bf16
 export bundle is checked (`hwnas.export.api`): the subnet is BN-recalibrated, compiled by the
 device's backend (INT8: calibrated on images from the training split, never test images), and
-`hwnas.export.api.precision_accuracy` runs the compiled artifact and the fp32 subnet on the test split.
+`hwnas.accuracy.precision.precision_accuracy` runs the compiled artifact and the fp32 subnet on the test split.
 
 bf16 is measured, not assumed lossless: compiling it is cheap (no calibration) and its 8-bit mantissa
 does flip the top-1 of images near a decision boundary, so the search and its verification see
@@ -111,7 +111,7 @@ def measure_drop_table(run, archs: Sequence[Any], device: str, *, devices_file: 
     import torch
 
     from hwnas.accuracy.table import values_frame
-    from hwnas.export.api import precision_accuracy
+    from hwnas.accuracy.precision import precision_accuracy
     from hwnas.fileio import atomic_path
     from hwnas.run import run_lock
     from hwnas.supernet.bn import recalibrate_bn

@@ -9,12 +9,11 @@ import happens inside `compile`/`load`, and an import failure there becomes a `D
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import importlib.util
 from types import ModuleType
 
 from hwnas.errors import DeviceError
-from hwnas.extras import install_hint
+from hwnas.extras import dist_version, install_hint
 
 __all__ = ["missing_module", "require", "dist_version"]
 
@@ -42,10 +41,3 @@ def require(module: str, device: str, extra: str | None = None, pip_name: str | 
                           f"({str(err).splitlines()[0] if str(err) else type(err).__name__})",
                           hint=install_hint(extra, pip_name or top)) from None
 
-
-def dist_version(dist: str) -> str | None:
-    """Installed version of a distribution, read from its metadata (no import)."""
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None

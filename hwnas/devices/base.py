@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from hwnas.devices.device import Device
 
-__all__ = ["Artifact", "Runner", "Backend", "OnnxBuiltBackend", "one_line"]
+__all__ = ["Artifact", "Runner", "Backend", "OnnxBuiltBackend", "one_line", "run_batched"]
 
 
 def one_line(err: BaseException) -> str:
@@ -163,6 +163,20 @@ class Runner(ABC):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def run_batched(runner: Runner, images: np.ndarray) -> np.ndarray:
+    """Outputs of `images` [N, C, H, W] through a runner compiled for a fixed batch size
+    (the last chunk is padded by repeating its last image; padded outputs are dropped)."""
+    b = int(runner.input_shape[0])
+    outs = []
+    for i in range(0, len(images), b):
+        chunk = images[i:i + b]
+        k = len(chunk)
+        if k < b:
+            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], b - k, axis=0)])
+        outs.append(np.asarray(runner.run(chunk), dtype=np.float32).reshape(b, -1)[:k])
+    return np.concatenate(outs)
 
 
 class Backend(ABC):

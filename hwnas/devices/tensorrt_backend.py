@@ -1,6 +1,6 @@
 """TensorRT backend (`trt`): ONNX -> serialized engine (TensorRT's Python API) -> execution context.
 
-Build: `hwnas.export.tensorrt_build.build_engine`, the same builder every exported TensorRT bundle
+Build: `hwnas.devices.tensorrt_build.build_engine`, the same builder every exported TensorRT bundle
 carries: `trt.Builder` -> network (strongly typed where the flag exists: required on 10.x for
 precision to follow the graph, the only mode on 11.x) -> `trt.OnnxParser` -> builder config with
 a workspace limit -> `build_serialized_network`. fp16 engines are built from an fp16 ONNX graph
@@ -53,8 +53,8 @@ class TensorRtBackend(OnnxBuiltBackend):
                         batch: tuple[int, int, int], calib: np.ndarray | None,
                         input_name: str) -> dict[str, Any]:
         """build_engine.py (the builder `_from_onnx` uses, as a script), build.sh (trtexec) and
-        calib.npy: see `hwnas.export.tensorrt_build`."""
-        from hwnas.export.tensorrt_build import write_build_kit
+        calib.npy: see `hwnas.devices.tensorrt_build`."""
+        from hwnas.devices.tensorrt_build import write_build_kit
 
         return write_build_kit(folder, onnx=onnx, shape=shape, dynamic=True, precision=precision,
                                batch=batch, calib=calib, input_name=input_name)
@@ -77,7 +77,7 @@ class TensorRtBackend(OnnxBuiltBackend):
         import torch
 
         # the bundles' builder (build_engine.py in every TensorRT bundle): one engine builder
-        from hwnas.export.tensorrt_build import WORKSPACE_MB, BuildError, build_engine
+        from hwnas.devices.tensorrt_build import WORKSPACE_MB, BuildError, build_engine
 
         trt = self._require("tensorrt")
         precision = self.device.precision

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from hwnas.accuracy.precision import precision_accuracy
 from hwnas.errors import DeviceError, HwnasError, InputError
 from hwnas.export.manifest import (VERIFY_JSON, check_destination, discard, publish, staging_dir,
                                    write_manifest)
@@ -416,7 +417,7 @@ class _Exporter:
     def _meta(self, cand: Candidate, meta: dict[str, Any], loaders: Any, accuracy: dict[str, Any],
               compiled: _Compiled, latency: dict[str, Any], report: Report, status: str
               ) -> dict[str, Any]:
-        from hwnas.devices._imports import dist_version
+        from hwnas.extras import dist_version
         from hwnas.export.manifest import FORMAT, VERSION
 
         arch = cand.arch
@@ -486,35 +487,6 @@ def check_max_int8_drop(value: float) -> float:
         raise InputError(f"the INT8 drop limit (--max-int8-drop) must be at least 0 top-1 points, "
                          f"got {value}")
     return float(value)
-
-
-def precision_accuracy(subnet: Any, runner: Runner, loader: Any, r: int, precision: str = "int8"
-                       ) -> dict[str, Any]:
-    """Test top-1 of the fp32 PyTorch `subnet` and of the `precision` (int8, bf16) artifact's
-    `runner`, on the same images: each batch of `loader` resized to r once (as `evaluate` does), then
-    fed to both (the runner through `run_batched`, at its compiled batch size). Also their top-1
-    agreement; `drop` is fp32 minus `precision`, in points; the artifact's top-1 is ``top1_<precision>``."""
-    import torch
-
-    from hwnas.supernet.data import resize_batch
-
-    correct_fp32 = correct_low = agree = n = 0
-    with torch.inference_mode():
-        for x, y in loader:
-            x = resize_batch(x.float(), r)
-            fp32 = subnet(x).numpy().argmax(1)
-            out = run_batched(runner, x.numpy().astype(np.float32))
-            if not np.isfinite(out).all():
-                raise DeviceError(f"the {precision} artifact gave non-finite outputs")
-            low, y = out.argmax(1), np.asarray(y)
-            correct_fp32 += int((fp32 == y).sum())
-            correct_low += int((low == y).sum())
-            agree += int((low == fp32).sum())
-            n += len(y)
-    if n == 0:
-        raise InputError(f"the test split is empty: nothing to evaluate the {precision} artifact on")
-    return {f"top1_{precision}": 100.0 * correct_low / n, "top1_fp32": 100.0 * correct_fp32 / n,
-            "drop": 100.0 * (correct_fp32 - correct_low) / n, "top1_agreement": agree / n, "n": n}
 
 
 def _relative(record: dict[str, Any], compiled: _Compiled) -> dict[str, Any]:

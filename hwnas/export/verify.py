@@ -17,14 +17,12 @@ bundle is kept, marked failed in model.json and verify.json.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from hwnas.devices.base import run_batched
 from hwnas.errors import HwnasError
-
-if TYPE_CHECKING:
-    from hwnas.devices.base import Runner
 
 __all__ = ["VerificationError", "Tolerance", "tolerance_for", "run_batched", "compare",
            "input_dependence", "Report"]
@@ -80,20 +78,6 @@ def tolerance_for(precision: str, fp32_math: str = "fp32") -> Tolerance:
     if precision == "fp32" and fp32_math in _BY_FP32_MATH:
         return _BY_FP32_MATH[fp32_math]
     return _BY_PRECISION.get(precision, _BY_PRECISION["fp32"])
-
-
-def run_batched(runner: Runner, images: np.ndarray) -> np.ndarray:
-    """Outputs of `images` [N, C, H, W] through a runner compiled for a fixed batch size
-    (the last chunk is padded by repeating its last image; padded outputs are dropped)."""
-    b = int(runner.input_shape[0])
-    outs = []
-    for i in range(0, len(images), b):
-        chunk = images[i:i + b]
-        k = len(chunk)
-        if k < b:
-            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], b - k, axis=0)])
-        outs.append(np.asarray(runner.run(chunk), dtype=np.float32).reshape(b, -1)[:k])
-    return np.concatenate(outs)
 
 
 def _check(name: str, passed: bool, detail: str, **values: Any) -> dict[str, Any]:

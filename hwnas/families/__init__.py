@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from hwnas.errors import InputError
-from hwnas.families.base import Family, GeneArch, GeneGroup
+from hwnas.families.base import ElasticSupernet, Family, GeneArch, GeneGroup
 
-__all__ = ["Family", "GeneArch", "GeneGroup", "DEFAULT_FAMILY", "family_names", "get_family",
+__all__ = ["Family", "ElasticSupernet", "GeneArch", "GeneGroup", "DEFAULT_FAMILY", "family_names", "get_family",
            "register_family", "unregister_family", "registered_family"]
 
 DEFAULT_FAMILY = "ofa-mbv3"

@@ -22,7 +22,7 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from hwnas.errors import InputError
 if TYPE_CHECKING:  # torch stays a lazy import: space tools and the CLI's startup do not need it
     import torch.nn as nn
 
-__all__ = ["GeneGroup", "Family", "GeneArch", "check_n_classes", "check_head_args", "IMAGENET_MEAN", "IMAGENET_STD",
+__all__ = ["GeneGroup", "Family", "ElasticSupernet", "GeneArch", "check_n_classes", "check_head_args", "IMAGENET_MEAN", "IMAGENET_STD",
            "OFA_RESOLUTIONS"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -117,13 +117,30 @@ def _resolution(r: Any) -> int:
     return int(r)
 
 
+@runtime_checkable
+class ElasticSupernet(Protocol):
+    """What `Family.build_supernet` returns: an ``nn.Module`` holding every subnet, whose forward
+    runs the active one. Arch arguments are a `GeneArch` of the family or Once-for-All's arch dict
+    plus "r" (`Family.resolve_arch`). Its classifier is a module named ``classifier`` (transfer
+    re-initialises ``classifier.*``). Optionally ``sort_channels(expand_stage=0)``: training calls
+    it before the expand phase when the network has one."""
+
+    def set_active_subnet(self, arch: Any) -> None:
+        """Make `arch` the subnet that forward runs (the weights are shared, not copied)."""
+
+    def get_subnet(self, arch: Any) -> Any:
+        """A static ``nn.Module`` copy of `arch`'s weights, in the supernet's mode, device and dtype;
+        its state-dict keys equal those of the family's `Family.static_subnet`."""
+
+
 class Family(ABC):
     """One search-space family. Subclasses are stateless singletons (see the registry)."""
 
     #: registry name, e.g. "ofa-resnet50"
     name: ClassVar[str]
-    #: Once-for-All's class of the supernet ("OFAResNets")
-    ofa_class: ClassVar[str]
+    #: Once-for-All's class of the supernet ("OFAResNets"); None for a family with no Once-for-All
+    #: original (then `ofa_layout` is not needed and `hwnas supernet import --from-ofa` refuses it)
+    ofa_class: ClassVar[str | None] = None
     #: the name users know it by, for messages ("OFA-ResNet50")
     title: ClassVar[str]
     #: the width multipliers a whole supernet can be built at (published ones first)
@@ -340,9 +357,9 @@ class Family(ABC):
     # -- networks -------------------------------------------------------------------------
     @abstractmethod
     def build_supernet(self, n_classes: int = 1000, width_mult: float | None = None,
-                       dropout: float = 0.0) -> "nn.Module":
-        """The elastic supernet with Once-for-All's module tree and default choices; it has
-        ``set_active_subnet(arch)`` and ``get_subnet(arch) -> static nn.Module``."""
+                       dropout: float = 0.0) -> ElasticSupernet:
+        """The elastic supernet (an ``nn.Module``, `ElasticSupernet`) with the family's module tree
+        (Once-for-All's, for a family with an original) and default choices."""
 
     @abstractmethod
     def static_subnet(self, arch: "GeneArch", n_classes: int = 1000) -> "nn.Module":
@@ -365,12 +382,21 @@ class Family(ABC):
         """Exact params and MACs (Once-for-All's convention: every parameter of the static subnet;
         MACs of convolutions and linear layers) of canonical flat rows, int64 [n] each."""
 
+    @abstractmethod
+    def cost_layout_class(self) -> type:
+        """Its `hwnas.families.parts.CostLayout` subclass (from the family's torch-free ``parts.py``,
+        imported here lazily)."""
+
     def cost_layout(self, width_mult: float | None = None, n_classes: int = 1000):
         """The additive cost layout (`hwnas.families.parts.CostLayout`) of this family's networks at
         `width_mult` (None = the default) with `n_classes` classes: the parts a subnet runs, the
         columns each depends on, their exact costs and the modules that time them alone -- what the
-        lookup-table and analytic latency predictors sum. Torch-free."""
-        raise NotImplementedError(f"the {self.name} family defines no cost layout")
+        lookup-table and analytic latency predictors sum. Torch-free; one shared instance per
+        (family, width, classes), so its per-key costs are memoised."""
+        from hwnas.families.parts import cached_layout
+
+        return cached_layout(self.cost_layout_class(), self, self.check_width(width_mult),
+                             check_n_classes(n_classes))
 
     def slot_layout(self):
         """Its flat rows as additive slots (`hwnas.families.slots.SlotLayout`): which genes each
@@ -393,9 +419,11 @@ class Family(ABC):
         return json.loads(path.read_text())
 
     # -- Once-for-All checkpoints ---------------------------------------------------------
-    @abstractmethod
     def ofa_layout(self, width_mult: float, n_classes: int = 1000) -> dict[str, tuple[int, ...]]:
-        """Every key of Once-for-All's supernet state dict and its shape."""
+        """Every key of Once-for-All's supernet state dict and its shape. Only a family with a
+        Once-for-All original (`ofa_class`) defines it."""
+        raise InputError(f"{self.title} has no Once-for-All original, so there is no Once-for-All "
+                         f"checkpoint of it to import; train one with hwnas train --family {self.name}")
 
     def hwnas_key(self, ofa_key: str) -> str:
         """The hwnas supernet's key for a key of Once-for-All's state dict (same by default)."""

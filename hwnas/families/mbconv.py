@@ -20,7 +20,7 @@ from hwnas.channels import expand_channels, se_channels
 from hwnas.families.parts import out_size
 
 __all__ = ["BlockSpec", "Cost", "conv_params_macs", "add_costs", "mbconv_params_macs", "stem_params_macs",
-           "per_distinct_key"]
+           "per_distinct_key", "add_block_costs"]
 
 Cost = tuple[int, int]  # (params, MACs)
 
@@ -91,3 +91,20 @@ def per_distinct_key(keys: np.ndarray, fn: Callable[..., tuple[int, ...]]) -> np
     uniq, inv = np.unique(keys, axis=0, return_inverse=True)
     values = np.array([fn(*map(int, key)) for key in uniq], dtype=np.int64).reshape(len(uniq), -1)
     return values[inv.reshape(-1)]
+
+
+def add_block_costs(blocks: Any, ks: np.ndarray, es: np.ndarray, depth: np.ndarray, size: np.ndarray,
+                    params: np.ndarray, macs: np.ndarray) -> None:
+    """Add, in place, every running MBConv block's params and MACs to `params`/`macs` (int64 [n])
+    and advance each row's spatial `size` (int64 [n], the input size of the first block on entry,
+    the last block's output size on return). `blocks`: `BlockSpec`s of every searchable position,
+    in network order; `ks`/`es`: int [n, slots] kernel and expand values by `BlockSpec.slot`;
+    `depth`: int [n, stages] blocks each stage runs. Each distinct block shape is costed once."""
+    for b in blocks:
+        used = depth[:, b.stage] > b.index
+        keys = np.stack([ks[used, b.slot], es[used, b.slot], size[used]], axis=1)
+        cost = per_distinct_key(keys, lambda k, e, s, b=b: mbconv_params_macs(
+            b.in_channels, b.out_channels, k, e, b.stride, s, b.use_se))
+        params[used] += cost[:, 0]
+        macs[used] += cost[:, 1]
+        size[used] = cost[:, 2]

@@ -91,7 +91,6 @@ class Part:
 class CostLayout(ABC):
     """A family's parts at one width multiplier and class count (see the module docstring)."""
 
-    family_name: str = ""
     #: searchable stages (the analytic "stage" features have one set per stage)
     n_stages: int = 0
     #: spatial kernel sizes of the blocks' main convolutions (the analytic "full" features)
@@ -99,8 +98,13 @@ class CostLayout(ABC):
     #: the lookup-table entry columns: "part", five integers, "size" (the part's input size)
     entry_columns: tuple[str, ...] = ("part", "stage", "j", "in_ch", "k", "e", "size")
 
-    def __init__(self, width_mult: float, n_classes: int) -> None:
+    def __init__(self, family: Any, width_mult: float, n_classes: int) -> None:
+        self.family = family  # the `hwnas.families.base.Family` whose `cost_layout` built it
         self.width_mult, self.n_classes = float(width_mult), int(n_classes)
+
+    @property
+    def family_name(self) -> str:
+        return self.family.name
 
     @property
     @abstractmethod
@@ -138,6 +142,6 @@ class CostLayout(ABC):
 
 
 @functools.lru_cache(maxsize=64)
-def cached_layout(cls: type[CostLayout], width_mult: float, n_classes: int) -> CostLayout:
-    """One shared layout per (class, width, classes): its per-key costs are memoised."""
-    return cls(width_mult, n_classes)
+def cached_layout(cls: type[CostLayout], family: Any, width_mult: float, n_classes: int) -> CostLayout:
+    """One shared layout per (class, family, width, classes): its per-key costs are memoised."""
+    return cls(family, width_mult, n_classes)

@@ -133,6 +133,8 @@ def describe_ofa_file(state: Mapping[str, torch.Tensor]) -> str:
     same_keys = []
     for name in family_names():
         family = get_family(name)
+        if family.ofa_class is None:  # nothing of Once-for-All's to recognise
+            continue
         for w in family.widths:
             layout = family.ofa_layout(w, classes)
             if _fits(state, layout):

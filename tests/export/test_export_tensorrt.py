@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-from hwnas.export import tensorrt_build as tb
+from hwnas.devices import tensorrt_build as tb
 
 
 def _fake_tensorrt(version: str, *, precision_flags: bool) -> types.ModuleType:

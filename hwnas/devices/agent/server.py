@@ -220,7 +220,7 @@ class Agent:
     # -- endpoints -----------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
         from hwnas import __version__
-        from hwnas.devices._imports import dist_version
+        from hwnas.extras import dist_version
 
         versions = {d: v for d in ("onnx", "onnxruntime", "onnxruntime-gpu", "numpy", "torch",
                                    "openvino", "tensorrt") if (v := dist_version(d))}

@@ -108,12 +108,10 @@ class OFAMobileNetV3Family(Family):
 
         return count_params_macs(np.asarray(m, dtype=np.int64), float(width_mult), n_classes)
 
-    def cost_layout(self, width_mult: float | None = None, n_classes: int = 1000):
-        from hwnas.families.base import check_n_classes
-        from hwnas.families.parts import cached_layout
+    def cost_layout_class(self):
         from hwnas.families.ofa_mbv3.parts import MBV3CostLayout
 
-        return cached_layout(MBV3CostLayout, self.check_width(width_mult), check_n_classes(n_classes))
+        return MBV3CostLayout
 
     def slot_layout(self):
         """20 slots (5 stages of up to 4 blocks), each owning its kernel and expand gene; slot j of a

@@ -16,6 +16,7 @@ from hwnas.errors import InputError, TableError
 from hwnas.families.base import GeneArch, check_n_classes
 from hwnas.families.mbconv import (
     Cost,
+    add_block_costs,
     add_costs,
     conv_params_macs,
     mbconv_params_macs,
@@ -72,14 +73,7 @@ def count_params_macs(m: np.ndarray, width_mult: float, n_classes: int) -> tuple
     r, ks, es, d = m[:, 0], m[:, 1:21], m[:, 21:41], m[:, 41:46]
     stem = per_distinct_key(r[:, None], lambda rr: stem_params_macs(plan, rr))
     params, macs, size = stem[:, 0].copy(), stem[:, 1].copy(), stem[:, 2].copy()
-    for b in iter_blocks(plan, [MAX_DEPTH] * N_STAGES):
-        used = d[:, b.stage] > b.index
-        keys = np.stack([ks[used, b.slot], es[used, b.slot], size[used]], axis=1)
-        cost = per_distinct_key(keys, lambda k, e, s, b=b: mbconv_params_macs(
-            b.in_channels, b.out_channels, k, e, b.stride, s, b.use_se))
-        params[used] += cost[:, 0]
-        macs[used] += cost[:, 1]
-        size[used] = cost[:, 2]
+    add_block_costs(iter_blocks(plan, [MAX_DEPTH] * N_STAGES), ks, es, d, size, params, macs)
     head = per_distinct_key(size[:, None], lambda s: _head(plan, s, n_classes))
     return params + head[:, 0], macs + head[:, 1]
 

@@ -17,12 +17,11 @@ __all__ = ["MBV3CostLayout"]
 
 
 class MBV3CostLayout(CostLayout):
-    family_name = "ofa-mbv3"
     n_stages = N_STAGES
     kernels = KS_CHOICES
 
-    def __init__(self, width_mult: float, n_classes: int) -> None:
-        super().__init__(width_mult, n_classes)
+    def __init__(self, family: Any, width_mult: float, n_classes: int) -> None:
+        super().__init__(family, width_mult, n_classes)
         self._parts = ((Part("stem", -1, 0, (0,)),)
                        + tuple(Part("block", s // MAX_DEPTH, s % MAX_DEPTH, (0, 1 + s, 1 + N_SLOTS + s))
                                for s in range(N_SLOTS))

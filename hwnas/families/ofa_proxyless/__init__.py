@@ -134,12 +134,10 @@ class OFAProxylessFamily(Family):
 
         return count_params_macs(self.check_rows(m), self.check_width(width_mult), n_classes)
 
-    def cost_layout(self, width_mult: float | None = None, n_classes: int = 1000):
-        from hwnas.families.base import check_n_classes
-        from hwnas.families.parts import cached_layout
+    def cost_layout_class(self):
         from hwnas.families.ofa_proxyless.parts import ProxylessCostLayout
 
-        return cached_layout(ProxylessCostLayout, self.check_width(width_mult), check_n_classes(n_classes))
+        return ProxylessCostLayout
 
     def slot_layout(self):
         """21 slots, each owning its kernel and expand gene: slot j of an elastic stage runs while

@@ -17,9 +17,9 @@ import numpy as np
 
 from hwnas.families.base import check_n_classes
 from hwnas.families.mbconv import (
+    add_block_costs,
     add_costs,
     conv_params_macs,
-    mbconv_params_macs,
     per_distinct_key,
     stem_params_macs,
 )
@@ -49,13 +49,6 @@ def count_params_macs(m: np.ndarray, width_mult: float, n_classes: int) -> tuple
     # the stem conv and the fixed first block, from plan.stem / plan.first_block
     stem = per_distinct_key(r[:, None], lambda rr: stem_params_macs(plan, rr))
     params, macs, size = stem[:, 0].copy(), stem[:, 1].copy(), stem[:, 2].copy()
-    for b in iter_blocks(plan, STAGE_DEPTHS):
-        used = depth[:, b.stage] > b.index
-        keys = np.stack([ks[used, b.slot], es[used, b.slot], size[used]], axis=1)
-        cost = per_distinct_key(keys, lambda k, e, s, b=b: mbconv_params_macs(
-            b.in_channels, b.out_channels, k, e, b.stride, s, False))
-        params[used] += cost[:, 0]
-        macs[used] += cost[:, 1]
-        size[used] = cost[:, 2]
+    add_block_costs(iter_blocks(plan, STAGE_DEPTHS), ks, es, depth, size, params, macs)
     head = per_distinct_key(size[:, None], lambda s: _head(plan, s, int(n_classes)))
     return params + head[:, 0], macs + head[:, 1]

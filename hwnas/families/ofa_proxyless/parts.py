@@ -21,12 +21,11 @@ _D0 = 1 + 2 * N_SLOTS  # first depth column
 
 
 class ProxylessCostLayout(CostLayout):
-    family_name = "ofa-proxyless"
     n_stages = N_STAGES
     kernels = (3, 5, 7)
 
-    def __init__(self, width_mult: float, n_classes: int) -> None:
-        super().__init__(width_mult, n_classes)
+    def __init__(self, family: Any, width_mult: float, n_classes: int) -> None:
+        super().__init__(family, width_mult, n_classes)
         self.plan = proxyless_plan(self.width_mult)
         self.specs = tuple(iter_blocks(self.plan, STAGE_DEPTHS))
         self._parts = ((Part("stem", -1, 0, (0,)),)
@@ -82,9 +81,7 @@ class ProxylessCostLayout(CostLayout):
 
         part, size = str(entry["part"]), int(entry["size"])
         if part in ("stem", "head"):
-            from hwnas.families import get_family
-
-            family = get_family(self.family_name)
+            family = self.family
             net = family.static_subnet(family.default_space(self.width_mult).min_arch(), self.n_classes)
             if part == "stem":
                 return nn.Sequential(net.first_conv, net.blocks[0]).eval(), (1, 3, size, size)

@@ -137,12 +137,10 @@ class OFAResNet50Family(Family):
         self.check_rows(m)
         return costs.count_params_macs(m, int(n_classes))
 
-    def cost_layout(self, width_mult: float | None = None, n_classes: int = 1000):
-        from hwnas.families.base import check_n_classes
-        from hwnas.families.parts import cached_layout
+    def cost_layout_class(self):
         from hwnas.families.ofa_resnet50.parts import ResNet50CostLayout
 
-        return cached_layout(ResNet50CostLayout, self.check_width(width_mult), check_n_classes(n_classes))
+        return ResNet50CostLayout
 
     def slot_layout(self):
         """The stem owns d_0 and w_0 (and reads w_1); bottleneck i owns e_i and reads its stage's

@@ -51,13 +51,12 @@ def _in_channels(stage: int, j: int, key: tuple[int, ...]) -> int:
 
 
 class ResNet50CostLayout(CostLayout):
-    family_name = "ofa-resnet50"
     n_stages = _N_STAGES
     kernels = (3,)
     entry_columns = ("part", "stage", "j", "in_ch", "mid_ch", "out_ch", "size")
 
-    def __init__(self, width_mult: float, n_classes: int) -> None:
-        super().__init__(width_mult, n_classes)
+    def __init__(self, family: Any, width_mult: float, n_classes: int) -> None:
+        super().__init__(family, width_mult, n_classes)
         blocks = []
         for i, (s, j) in enumerate(zip(BLOCK_STAGE, BLOCK_POS)):
             w_col = _W + s + 2

@@ -35,7 +35,6 @@ def _slot_layout():
 
 class TinyConvFamily(Family):
     name = "tiny-convnet"
-    ofa_class = "TinyConvNets"  # no Once-for-All class: the name its checkpoints would carry
     title = "TinyConvNet"
     widths = (1.0,)
     shrink_phases = (("kernel", "ks"), ("depth", "d"), ("expand", "e"))
@@ -75,21 +74,12 @@ class TinyConvFamily(Family):
         self.check_width(width_mult)
         return count_params_macs(self.check_rows(m), check_n_classes(n_classes))
 
-    def cost_layout(self, width_mult: float | None = None, n_classes: int = 1000):
-        from hwnas.families.parts import cached_layout
-
+    def cost_layout_class(self):
         from .parts import TinyCostLayout
 
-        return cached_layout(TinyCostLayout, self.check_width(width_mult), check_n_classes(n_classes))
+        return TinyCostLayout
 
     def slot_layout(self):
         """4 slots, each owning its kernel and expand gene, running while its stage's depth is above
         its index."""
         return _slot_layout()
-
-    # -- checkpoints ----------------------------------------------------------------------
-    def ofa_layout(self, width_mult: float, n_classes: int = 1000) -> dict[str, tuple[int, ...]]:
-        from .plan import supernet_layout
-
-        self.check_width(width_mult)
-        return supernet_layout(check_n_classes(n_classes))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hwnas.families.mbconv import conv_params_macs, mbconv_params_macs, per_distinct_key
+from hwnas.families.mbconv import add_block_costs, conv_params_macs
 from hwnas.families.parts import out_size
 
 from .plan import ALL_BLOCKS, N_SLOTS, STAGE_WIDTHS, STEM
@@ -20,13 +20,6 @@ def count_params_macs(m: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.nda
     size = np.asarray([out_size(int(v), 3, 2) for v in r], dtype=np.int64)
     stem = np.asarray([conv_params_macs(3, STEM, 3, int(s)) for s in size], dtype=np.int64).reshape(-1, 2)
     params, macs = stem[:, 0].copy(), stem[:, 1].copy()
-    for b in ALL_BLOCKS:
-        used = depth[:, b.stage] > b.index
-        keys = np.stack([ks[used, b.slot], es[used, b.slot], size[used]], axis=1)
-        cost = per_distinct_key(keys, lambda k, e, s, b=b: mbconv_params_macs(
-            b.in_channels, b.out_channels, k, e, b.stride, s, False))
-        params[used] += cost[:, 0]
-        macs[used] += cost[:, 1]
-        size[used] = cost[:, 2]
+    add_block_costs(ALL_BLOCKS, ks, es, depth, size, params, macs)
     linear = STAGE_WIDTHS[-1] * n_classes  # the classifier (pooling counts nothing)
     return params + linear + n_classes, macs + linear

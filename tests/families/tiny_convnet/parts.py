@@ -20,12 +20,11 @@ _D0 = 1 + 2 * N_SLOTS  # first depth column
 
 
 class TinyCostLayout(CostLayout):
-    family_name = "tiny-convnet"
     n_stages = N_STAGES
     kernels = KS_CHOICES
 
-    def __init__(self, width_mult: float, n_classes: int) -> None:
-        super().__init__(width_mult, n_classes)
+    def __init__(self, family: Any, width_mult: float, n_classes: int) -> None:
+        super().__init__(family, width_mult, n_classes)
         self._parts = ((Part("stem", -1, 0, (0,)),)
                        + tuple(Part("block", b.stage, b.index, (0, 1 + b.slot, 1 + N_SLOTS + b.slot))
                                for b in ALL_BLOCKS)

@@ -34,31 +34,3 @@ def iter_blocks(depths: Sequence[int]) -> Iterator[BlockSpec]:
 
 
 ALL_BLOCKS = tuple(iter_blocks([MAX_DEPTH] * N_STAGES))
-
-
-def supernet_layout(n_classes: int) -> dict[str, tuple[int, ...]]:
-    """Every key of the supernet's state dict and its shape (the family's `ofa_layout`)."""
-    from hwnas.channels import expand_channels
-
-    out: dict[str, tuple[int, ...]] = {}
-
-    def bn(prefix: str, c: int) -> None:
-        out.update({f"{prefix}.{n}": (c,) for n in ("weight", "bias", "running_mean", "running_var")})
-        out[f"{prefix}.num_batches_tracked"] = ()
-
-    out["first_conv.conv.weight"] = (STEM, 3, 3, 3)
-    bn("first_conv.bn", STEM)
-    k_small, k_large = KS_CHOICES
-    for i, b in enumerate(ALL_BLOCKS):
-        p = f"blocks.{i}.conv"
-        mid = expand_channels(b.in_channels, max(E_CHOICES))
-        out[f"{p}.inverted_bottleneck.conv.conv.weight"] = (mid, b.in_channels, 1, 1)
-        bn(f"{p}.inverted_bottleneck.bn.bn", mid)
-        out[f"{p}.depth_conv.conv.{k_large}to{k_small}_matrix"] = (k_small ** 2, k_small ** 2)
-        out[f"{p}.depth_conv.conv.conv.weight"] = (mid, 1, k_large, k_large)
-        bn(f"{p}.depth_conv.bn.bn", mid)
-        out[f"{p}.point_linear.conv.conv.weight"] = (b.out_channels, mid, 1, 1)
-        bn(f"{p}.point_linear.bn.bn", b.out_channels)
-    out["classifier.linear.weight"] = (n_classes, STAGE_WIDTHS[-1])
-    out["classifier.linear.bias"] = (n_classes,)
-    return out
