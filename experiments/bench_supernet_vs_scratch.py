@@ -7,6 +7,9 @@ its own fixed resolution. Both are scored on the held-out test split.
 
     .venv/bin/python experiments/bench_supernet_vs_scratch.py            # both parts
     .venv/bin/python experiments/bench_supernet_vs_scratch.py --part scratch   # resumable
+    # on two cores, two processes, each training every other architecture:
+    .venv/bin/python experiments/bench_supernet_vs_scratch.py --part scratch --shard 0/2 &
+    .venv/bin/python experiments/bench_supernet_vs_scratch.py --part scratch --shard 1/2
 
 Writes experiments/results/supernet_vs_scratch.json (per-arch results are kept as they finish, so
 an interrupted run continues where it stopped).
@@ -15,6 +18,7 @@ an interrupted run continues where it stopped).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import platform
 import sys
@@ -79,22 +83,39 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=None, help="from-scratch epochs (default: supernet total)")
     ap.add_argument("--config", type=Path, default=CONFIG, help="the supernet's training recipe")
     ap.add_argument("--out", type=Path, default=OUT, help="results file (resumed when it exists)")
+    ap.add_argument("--archs", type=int, default=8, help="architectures: the smallest, the largest and "
+                    "evenly spaced MACs quantiles between")
+    ap.add_argument("--shard", default="0/1", help="K/N: train only the architectures whose index is K "
+                    "modulo N (parallel processes share the results file under a lock)")
     args = ap.parse_args()
     config, out = args.config.resolve(), args.out
     torch.set_num_threads(1)
 
     cfg = load_train_config(config)
-    space = cfg.search_space()
+    model, meta = load_supernet(args.checkpoint)
+    space = model.space  # the shipped supernet's space (the recipe file's may be an earlier stage's)
     epochs = args.epochs or sum(p.epochs for p in cfg.phases.values())
     loaders = build_loaders(cfg.data)
-    archs = pick_archs(space)
-    results = json.loads(out.read_text()) if out.exists() else {}
-    rows = {r["id"]: r for r in results.get("rows", [])}
-    for a in archs:
-        p, m = count_params_macs(a, loaders.n_classes)
-        rows.setdefault(a.id, {"id": a.id, "arch": a.to_ofa_dict(), "r": a.r, "params": p, "macs": m})
+    archs = pick_archs(space, args.archs)
+    shard, shards = (int(v) for v in args.shard.split("/"))
+    rows: dict[str, dict] = {}
+
+    def merge() -> None:
+        """Re-read the file (another shard may have written rows since) and keep every result."""
+        results = json.loads(out.read_text()) if out.exists() else {}
+        for r in results.get("rows", []):
+            rows[r["id"]] = {**r, **rows.get(r["id"], {})}
+        for a in archs:
+            p, m = count_params_macs(a, loaders.n_classes)
+            rows.setdefault(a.id, {"id": a.id, "arch": a.to_ofa_dict(), "r": a.r, "params": p, "macs": m})
 
     def save() -> None:
+        with open(out.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            merge()
+            _write()
+
+    def _write() -> None:
         ordered = [rows[a.id] for a in archs]
         done = [r for r in ordered if "supernet_top1" in r and "scratch_top1" in r]
         gaps = [r["supernet_top1"] - r["scratch_top1"] for r in done]
@@ -109,14 +130,14 @@ def main() -> None:
                         "worst_gap_pts": round(float(np.min(gaps)), 2) if gaps else None},
             "rows": ordered})
 
+    merge()
     if args.part in ("all", "supernet"):
-        model, meta = load_supernet(args.checkpoint)
         for a, res in zip(archs, evaluate_subnets(model, archs, loaders, split="test")):
             rows[a.id]["supernet_top1"] = round(res["top1"], 2)
         save()
     if args.part in ("all", "scratch"):
         for i, a in enumerate(archs):
-            if "scratch_top1" in rows[a.id]:
+            if "scratch_top1" in rows[a.id] or i % shards != shard:
                 continue
             res = train_from_scratch(a, cfg, loaders, epochs, seed=cfg.seed)
             rows[a.id].update(scratch_top1=round(res["top1"], 2), scratch_train_s=res["train_s"])
