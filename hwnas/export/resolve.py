@@ -24,6 +24,7 @@ __all__ = ["PARETO", "ACCURACY", "Candidate", "pareto_members", "resolve_subnet"
 
 PARETO = RunFiles(Path("")).pareto.name
 ACCURACY = RunFiles(Path("")).accuracy.name
+MEASUREMENTS = RunFiles(Path("")).measurements.name
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def _table(run: RunConfig, name: str, device: str | None) -> list[Candidate] | N
 
 def _store(run: RunConfig) -> list[Candidate]:
     from hwnas.families.tables import frame_archs
-    from hwnas.profiling.store import MEASUREMENTS, read_measurements
+    from hwnas.profiling.store import read_measurements
 
     df = read_measurements(run.run_dir, kind="subnet")
     if df.empty:
@@ -132,7 +133,7 @@ def resolve_subnet(run: RunConfig, arch_or_id: Arch | GeneArch | str, device: st
     looked = []
     sources = ((PARETO, lambda: _table(run, PARETO, device)),
                (ACCURACY, lambda: _table(run, ACCURACY, None)),
-               ("measurements.parquet", lambda: _store(run)))
+               (MEASUREMENTS, lambda: _store(run)))
     for name, load in sources:
         cands = load()
         looked.append(f"{name} ({'absent' if cands is None else f'{len(cands)} subnets'})")
