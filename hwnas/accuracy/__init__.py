@@ -1,18 +1,20 @@
-"""Accuracy side of a run: the measured table, predictors that know their limits, selection."""
+"""Accuracy side of a run: the measured table, predictors that know their limits, selection.
 
-from hwnas.accuracy.api import (ACCURACY_PREDICTOR, ensure_accuracy_predictor, fit_accuracy_predictor,
-                                load_accuracy_predictor)
-from hwnas.accuracy.predictors import (AccuracyPredictor, MLPEnsemblePredictor, OFAMLPPredictor, RidgePredictor,
-                                       accuracy_predictor_kinds, load_predictor_file, make_accuracy_predictor)
-from hwnas.accuracy.select import cross_val_predict, fit_best_accuracy, regression_metrics
-from hwnas.accuracy.table import (ACCURACY_TABLE, accuracy_sample, build_accuracy_table, measured_accuracy,
-                                 read_accuracy_table)
+Names load lazily (like `hwnas.supernet`), so importing one module of the package (export imports
+`hwnas.accuracy.precision`) does not load the predictors.
+"""
 
-__all__ = [
-    "ACCURACY_PREDICTOR", "ACCURACY_TABLE", "AccuracyPredictor", "MLPEnsemblePredictor", "OFAMLPPredictor",
-    "RidgePredictor", "accuracy_predictor_kinds", "accuracy_sample", "build_accuracy_table",
-    "cross_val_predict", "ensure_accuracy_predictor", "fit_accuracy_predictor", "fit_best_accuracy",
-    "load_accuracy_predictor", "load_predictor_file", "make_accuracy_predictor", "measured_accuracy",
-    "read_accuracy_table",
-    "regression_metrics",
-]
+from __future__ import annotations
+
+from hwnas.lazy import lazy_exports
+
+__all__, __getattr__ = lazy_exports(__name__, {
+    "hwnas.accuracy.api": ("ACCURACY_PREDICTOR", "ensure_accuracy_predictor", "fit_accuracy_predictor",
+                           "load_accuracy_predictor"),
+    "hwnas.accuracy.predictors": ("AccuracyPredictor", "MLPEnsemblePredictor", "OFAMLPPredictor",
+                                  "RidgePredictor", "accuracy_predictor_kinds", "load_predictor_file",
+                                  "make_accuracy_predictor"),
+    "hwnas.accuracy.select": ("cross_val_predict", "fit_best_accuracy", "regression_metrics"),
+    "hwnas.accuracy.table": ("ACCURACY_TABLE", "accuracy_sample", "build_accuracy_table", "measured_accuracy",
+                             "read_accuracy_table"),
+})

@@ -157,6 +157,12 @@ class Family(ABC):
     #: group the slots own, the mean over the slots it runs)
     compact_summary: ClassVar[str] = "groups"
 
+    def __reduce__(self):
+        # a singleton: unpickled (e.g. in a spawned worker) as the registry's instance, not a copy
+        from hwnas.families import get_family
+
+        return get_family, (self.name,)
+
     # -- genes ----------------------------------------------------------------------------
     @abstractmethod
     def gene_groups(self) -> tuple[GeneGroup, ...]:

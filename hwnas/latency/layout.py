@@ -60,11 +60,9 @@ class PartGather:
 
     def __init__(self, layout: CostLayout, part_fn: Callable[[int, tuple[int, ...]], np.ndarray],
                  n_features: int) -> None:
-        from hwnas.families import get_family
-
         self.layout, self.part_fn, self.n_features = layout, part_fn, int(n_features)
         parts = layout.parts
-        slots = get_family(layout.family_name).slot_layout()
+        slots = layout.family.slot_layout()
         slot_of = slots.slot_of_parts(parts) if slots is not None else None
         if slot_of is None:  # every part switched by `layout.active`
             self.switched, self.fixed, self._when = np.arange(len(parts)), np.zeros(0, np.intp), None

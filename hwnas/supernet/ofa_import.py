@@ -196,6 +196,8 @@ def import_ofa_checkpoint(src: str | os.PathLike[str], out_stem: str | os.PathLi
     from hwnas.families.space import FamilySpace
 
     fam = get_family(family)
+    if fam.ofa_class is None:
+        fam.ofa_layout(fam.default_width)  # raises: no Once-for-All original, nothing to import
     if width_mult is None:
         width_mult = fam.default_width
     if isinstance(width_mult, bool) or not isinstance(width_mult, (int, float)) \

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwnas.families import get_family
 from hwnas.latency import AnalyticPredictor, HybridPredictor, LookupTablePredictor, load_predictor
 from hwnas.latency.encoding import GeneEncoder, encoder_from_dict
 

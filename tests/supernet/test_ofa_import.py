@@ -287,6 +287,17 @@ def test_bad_options_are_one_line(official, tmp_path, capsys, args, expected):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_family_without_a_once_for_all_original_has_nothing_to_import(official, tmp_path, capsys):
+    from family_runs import family_in_registry, tiny_family_class
+
+    name = tiny_family_class().name
+    with family_in_registry(name):
+        code, lines = cli(capsys, "supernet", "import", "--from-ofa", str(official[1.0][1]),
+                          "--out", str(tmp_path / "s"), "--family", name)
+    assert code == 2 and len(lines) == 1 and "has no Once-for-All original" in lines[0], lines
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_existing_checkpoint_is_kept_without_overwrite(official, imported, capsys):
     before = checkpoint_paths(imported[1.2]).meta.read_bytes()
     code, lines = cli(capsys, "supernet", "import", "--from-ofa", str(official[1.0][1]),
