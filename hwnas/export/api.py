@@ -73,7 +73,7 @@ MAX_INT8_DROP = 1.0  # points of test top-1 an INT8 (or bf16) bundle may lose ag
 ACCURACY_CHECKED = ("bf16", "int8")
 #: artifact metadata on what runs in int8, copied into the int8 report where the runtime gives it
 _INT8_META = ("int8_share", "int8_layers", "layers", "int8_share_source", "qdq_pairs", "fp32_ops",
-              "calibration", "calibration_images", "quantizer")
+              "calibration", "calibration_images", "calibration_method", "quantizer")
 
 
 def default_bundle_dir(run_dir: str | Path, arch_id: str, device: str) -> Path:
@@ -287,7 +287,7 @@ class _Exporter:
 
         from hwnas.devices.onnx_export import INPUT_NAME, OPSET, OUTPUT_NAME, export_onnx
         from hwnas.export.bundle import onnx_runner
-        from hwnas.supernet.data import CALIBRATION_IMAGES, spread_images
+        from hwnas.supernet.data import CALIBRATION_IMAGES, KIT_CALIBRATION_IMAGES, spread_images
 
         precision, batch = self.device.precision, self.device.batch
         x = torch.zeros(1, 3, arch.r, arch.r)
@@ -301,7 +301,7 @@ class _Exporter:
             kit = self.caps.write_build_kit(
                 stage, onnx=ONNX, shape=shape, precision=precision,
                 batch=(1, batch, max(batch, _KIT_MAX_BATCH)),
-                calib=spread_images(calib.dataset, CALIBRATION_IMAGES, arch.r)[0], input_name=INPUT_NAME)
+                calib=spread_images(calib.dataset, KIT_CALIBRATION_IMAGES, arch.r)[0], input_name=INPUT_NAME)
             if self.offline is None:  # the artifact profiling timed: static batch, built here
                 artifact = self.backend.compile(subnet, x, self._tmp / arch.id)
                 built = stage / Path(artifact.path).name

@@ -9,6 +9,7 @@ import pytest
 
 from hwnas.errors import InputError
 from hwnas.export import VerificationError, export_subnet, load
+from hwnas.supernet.data import CALIBRATION_IMAGES
 
 
 def _usable(name: str) -> None:
@@ -42,7 +43,8 @@ def test_int8_bundle_reports_the_quantized_models_own_test_accuracy(ort_int8_bun
     # what runs in int8, read from ONNX Runtime's optimized graph
     assert 0 < int8["int8_share"] <= 1 and int8["int8_layers"] <= int8["layers"]
     assert int8["qdq_pairs"] >= 1 and isinstance(int8["fp32_ops"], dict)
-    assert int8["calibration"] == "images" and int8["calibration_images"] == 128
+    assert int8["calibration"] == "images" and 0 < int8["calibration_images"] <= CALIBRATION_IMAGES
+    assert int8["calibration_method"] == "percentile 99.99"
     # the fp32 ONNX the quantizer started from ships beside the int8 one, named relative to the bundle
     fp32 = meta["artifact"]["metadata"]["fp32_onnx"]
     assert fp32 == "model_fp32.onnx" and (ort_int8_bundle / fp32).exists()

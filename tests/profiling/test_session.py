@@ -16,6 +16,7 @@ from hwnas.profiling.session import CalibrationImages, DeviceSession, RemoteSess
 from hwnas.profiling.stage import measure_subnets, profile
 from hwnas.profiling.store import MeasurementStore, read_measurements
 from hwnas.run import open_run
+from hwnas.supernet.data import CALIBRATION_IMAGES
 
 FAST = ProtocolSettings(rounds=1, runs=3, warmup_runs=1, warmup_s=0.0, ref_runs=2)
 
@@ -194,11 +195,11 @@ def test_int8_profiling_calibrates_on_the_runs_training_images(tmp_path, tiny_su
     profile(run, ["cpu-ort-int8"], 2, protocol=FAST)
     assert loads == [1]  # loaded once, for the reference and every subnet
     assert len(seen) == 3 and seen[0] is not None and len(set(seen)) == 1
-    assert seen[0].startswith("(128, 3,")
+    assert seen[0].startswith(f"({CALIBRATION_IMAGES}, 3,")
     rows = read_measurements(run.run_dir, device="cpu-ort-int8", kind="subnet")
     metas = [json.loads(m) for m in rows["meta"]]
     assert len(rows) == 2 and all(m["calibration"] == "images" for m in metas)
-    assert all(m["calibration_images"] == 128 for m in metas) and (rows["corrected_ms"] > 0).all()
+    assert all(m["calibration_images"] == CALIBRATION_IMAGES for m in metas) and (rows["corrected_ms"] > 0).all()
     assert all(m["reference"] == reference_arch(run.space).to_ofa_dict() for m in metas)
     fp32 = read_measurements(run.run_dir, device="cpu-ort", kind="subnet")
     assert "calibration" not in json.loads(fp32["meta"].iloc[0])  # fp32 rows as before

@@ -1,0 +1,87 @@
+"""ONNX Runtime INT8 calibration, compared: the top-1 drop of subnets of the shipped supernet by how the
+activation ranges are calibrated (min/max or a percentile of each tensor's values) and on how many
+training images, everything else as hwnas's recipe (`hwnas.devices.quantize`: QDQ, per-channel
+int8 weights, uint8 activations, the same op types). Each subnet is BN-recalibrated as export does,
+exported to fp32 ONNX, quantized per setting, and run with the fp32 subnet on the whole test split.
+
+    .venv/bin/python experiments/bench_int8_calibration.py max min r0 r1 r2
+    CONFIGS="minmax:128:0,percentile:512:99.99" ...   # method:images:percentile
+
+Writes experiments/results/int8_calibration.json.
+"""
+import json, os, platform, sys, tempfile, time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                      quantize_static)
+
+from hwnas.devices.onnx_export import export_onnx
+from hwnas.devices.quantize import ORT_OP_TYPES, _gap_for_reducemean, batches
+from hwnas.supernet.bn import recalibrate_bn
+from hwnas.supernet.data import BN_IMAGES, build_loaders, calibration_loader, resize_batch, spread_images
+from hwnas.supernet.pretrained import data_config_of, load_supernet
+
+torch.set_num_threads(1)
+model, meta = load_supernet(None)
+loaders = build_loaders(data_config_of(meta))
+calib = calibration_loader(loaders.train, n_images=BN_IMAGES, seed=0)
+which = sys.argv[1:] or ["max", "min", "r0", "r1", "r2"]
+rows = []
+configs = [tuple(c.split(":")) for c in os.environ.get("CONFIGS", "minmax:128:0,percentile:128:99.99,percentile:512:99.99,percentile:512:99.9").split(",")]
+configs = [(m, int(n), float(p)) for m, n, p in configs]
+for w in which:
+    rnd = model.space.sample(3, np.random.default_rng(7))
+    arch = {"max": model.space.max_arch(), "min": model.space.min_arch(), "r0": rnd[0], "r1": rnd[1], "r2": rnd[2]}[w]
+    r = arch.r
+    sub = recalibrate_bn(model.get_subnet(arch), calib, len(calib), resolution=r).eval()
+    xs, ys = [], []
+    for x, y in loaders.test:
+        xs.append(resize_batch(x.float(), r)); ys.append(np.asarray(y))
+    X, Y = torch.cat(xs), np.concatenate(ys)
+    with torch.inference_mode():
+        fp32 = sub(X).numpy().argmax(1)
+    d = Path(tempfile.mkdtemp())
+    export_onnx(sub, torch.zeros(1, 3, r, r), d / "fp32.onnx")
+    m = onnx.load(str(d / "fp32.onnx")); _gap_for_reducemean(m); onnx.save(m, str(d / "pre.onnx"))
+    print(w, arch.describe(), "fp32", 100 * (fp32 == Y).mean(), flush=True)
+    for method, n, pct in configs:
+        imgs = spread_images(calib.dataset, n, r)[0]
+        feeds = [{"input": b} for b in batches(imgs, 1)]
+
+        class Reader(CalibrationDataReader):
+            def __init__(self):
+                self.it = iter(feeds)
+
+            def get_next(self):
+                return next(self.it, None)
+
+        t = time.time()
+        cm = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
+              "entropy": CalibrationMethod.Entropy}[method]
+        q = d / f"q_{method}_{n}.onnx"
+        quantize_static(str(d / "pre.onnx"), str(q), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        op_types_to_quantize=list(ORT_OP_TYPES), calibrate_method=cm,
+                        extra_options={"ActivationSymmetric": False, "WeightSymmetric": True,
+                                       "CalibPercentile": pct or 99.99})
+        so = ort.SessionOptions(); so.intra_op_num_threads = 1
+        s = ort.InferenceSession(str(q), so, providers=["CPUExecutionProvider"])
+        xn = X.numpy()
+        pred = np.concatenate([s.run(None, {"input": xn[i:i + 1]})[0] for i in range(len(xn))]).argmax(1)
+        rows.append({"subnet": w, "arch": arch.describe(), "method": method, "percentile": pct or None,
+                     "images": n, "top1_fp32": float(100 * (fp32 == Y).mean()),
+                     "top1_int8": float(100 * (pred == Y).mean()),
+                     "drop": float(100 * ((fp32 == Y).mean() - (pred == Y).mean())),
+                     "agreement": float((pred == fp32).mean()), "test_images": int(len(Y))})
+        print(f"  {method:10s} {pct} n={n:4d}  int8 {100 * (pred == Y).mean():.2f}  drop "
+              f"{100 * ((fp32 == Y).mean() - (pred == Y).mean()):.2f}  agree {(pred == fp32).mean():.4f}  "
+              f"({time.time() - t:.0f} s)", flush=True)
+
+out = Path(__file__).resolve().parent / "results" / "int8_calibration.json"
+out.write_text(json.dumps({"benchmark": __doc__.splitlines()[0], "command": "python " + " ".join(sys.argv),
+                           "configs": os.environ.get("CONFIGS"), "machine": platform.platform(),
+                           "supernet": "shipped", "rows": rows}, indent=2))
