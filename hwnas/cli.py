@@ -261,7 +261,8 @@ def space_info(space_file: Optional[Path] = SpaceOpt,
             info[key] = None if info[key] is None else str(info[key])
         typer.echo(json.dumps(info, indent=2))
         return
-    table = _table("", "", title=f"{info['title']} search space ({info['once_for_all_class'] or 'no Once-for-All original'})",
+    original = info["once_for_all_class"] or "no Once-for-All original"
+    table = _table("", "", title=f"{info['title']} search space ({original})",
                    show_header=False)
     for name, gene in info["genes"].items():
         table.add_row(f"{name} ({gene['count']} genes)", str(gene["choices"]))

@@ -129,11 +129,11 @@ def _gap_for_reducemean(model: Any) -> int:
 
 def quantize_onnx(src: Path, dst: Path, images: np.ndarray, *, batch: int,
                   op_types: Sequence[str] = ORT_OP_TYPES, symmetric: bool = False,
-                  per_channel: bool = True) -> dict[str, Any]:
+                  per_channel: bool = True, percentile: float | None = CALIB_PERCENTILE) -> dict[str, Any]:
     """Static QDQ quantization of `src` into `dst`: int8 weights (per output channel, or one scale
     per tensor), activations uint8 (asymmetric: ONNX Runtime's u8s8 VNNI path; ReLU / Clip in
-    `op_types` are then folded away) or int8 symmetric (TensorRT). Percentile ranges
-    (`CALIB_PERCENTILE`) over the calibration batches. Returns metadata for the artifact."""
+    `op_types` are then folded away) or int8 symmetric (TensorRT). Activation ranges at `percentile`
+    of the calibration values (None: their min/max). Returns metadata for the artifact."""
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
@@ -157,13 +157,16 @@ def quantize_onnx(src: Path, dst: Path, images: np.ndarray, *, batch: int,
                         weight_type=QuantType.QInt8, op_types_to_quantize=list(op_types), calibrate_method=method,
                         extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True, **options})
 
-    calibration = f"percentile {CALIB_PERCENTILE}"
+    calibration = "minmax" if percentile is None else f"percentile {percentile}"
     try:
-        quantize(CalibrationMethod.Percentile, CalibPercentile=CALIB_PERCENTILE)
+        if percentile is None:
+            quantize(CalibrationMethod.MinMax)
+        else:
+            quantize(CalibrationMethod.Percentile, CalibPercentile=percentile)
     except ValueError as err:
         # numpy cannot bin a tensor whose values span (almost) nothing (a constant one, e.g. in an
         # untrained network); min/max ranges still work there
-        if "bins" not in str(err):
+        if "bins" not in str(err) or percentile is None:
             raise
         calibration = "minmax (a tensor's values spanned too little for percentile histograms)"
         quantize(CalibrationMethod.MinMax)

@@ -31,7 +31,8 @@ from hwnas.errors import InputError
 if TYPE_CHECKING:  # torch stays a lazy import: space tools and the CLI's startup do not need it
     import torch.nn as nn
 
-__all__ = ["GeneGroup", "Family", "ElasticSupernet", "GeneArch", "check_n_classes", "check_head_args", "IMAGENET_MEAN", "IMAGENET_STD",
+__all__ = ["GeneGroup", "Family", "ElasticSupernet", "GeneArch", "check_n_classes", "check_head_args",
+           "IMAGENET_MEAN", "IMAGENET_STD",
            "OFA_RESOLUTIONS"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
