@@ -25,7 +25,7 @@ import numpy as np
 
 from hwnas.errors import CheckpointError, InputError
 
-__all__ = ["FinetuneSettings", "finetune_subnet", "finetuned_record", "load_finetuned", "STEM"]
+__all__ = ["FinetuneSettings", "finetune_subnet", "train_alone", "finetuned_record", "load_finetuned", "STEM"]
 
 STEM = "subnet"  # finetuned/<id>/subnet.{safetensors,json}
 
@@ -41,6 +41,7 @@ class FinetuneSettings:
     label_smoothing: float = 0.1
     weight_decay: float = 3e-5
     seed: int = 0
+    warmup_epochs: float = 0.0  # linear warm-up before the cosine (training from scratch wants one)
 
     def __post_init__(self) -> None:
         if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 1:
@@ -51,6 +52,8 @@ class FinetuneSettings:
             raise InputError(f"the fine-tuning batch must hold at least 2 images, got {self.batch_size}")
         if not 0 <= self.kd_ratio < 100:
             raise InputError(f"kd_ratio must be in [0, 100), got {self.kd_ratio}")
+        if not 0 <= self.warmup_epochs < self.epochs:
+            raise InputError(f"warmup_epochs must be in [0, epochs), got {self.warmup_epochs}")
         if self.seed < 0:
             raise InputError(f"the seed must be 0 or more, got {self.seed}")
 
@@ -124,7 +127,7 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
     teacher = calibrated(model.get_subnet(run.space.max_arch(arch.r))).requires_grad_(False)
     del model
     started = time.time()
-    _train(student, teacher, loaders, arch.r, settings, progress)
+    train_alone(student, loaders, arch.r, settings, teacher=teacher, progress=progress)
     calibrated(student)
     after = {split: evaluate(student, getattr(loaders, split), resolution=arch.r)
              for split in ("val", "test")}
@@ -144,36 +147,50 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
     return record
 
 
-def _train(student: Any, teacher: Any, loaders: Any, r: int, settings: FinetuneSettings,
-           progress: Callable[[int, int, str], Any] | None) -> None:
+def train_alone(student: Any, loaders: Any, r: int, settings: FinetuneSettings, teacher: Any = None,
+                progress: Callable[[int, int, str], Any] | None = None,
+                resume: str | os.PathLike[str] | None = None) -> Any:
+    """Train one static network at resolution `r` on the training split: cross-entropy on the
+    labels, plus distillation from `teacher`'s soft output when one is given, SGD + Nesterov with
+    a warm-up then cosine decay, the data's augmentation. `resume`: a checkpoint stem saved after
+    every epoch (weights, optimizer, RNG) and continued from when it exists, so a run of many
+    epochs survives being stopped. Returns the trained `student`."""
     import torch
     import torch.nn.functional as F
 
+    from hwnas.supernet.checkpoint import checkpoint_exists, load_checkpoint, save_checkpoint
     from hwnas.supernet.data import resize_batch
+    from hwnas.supernet.train import cosine_lr, param_groups
 
     torch.manual_seed(settings.seed)
-    loader, generator = loaders.train, torch.Generator().manual_seed(settings.seed)
-    decay = [p for p in student.parameters() if p.ndim > 1]
-    rest = [p for p in student.parameters() if p.ndim <= 1]
-    optimizer = torch.optim.SGD([{"params": decay, "weight_decay": settings.weight_decay},
-                                 {"params": rest, "weight_decay": 0.0}],
-                                lr=settings.lr, momentum=0.9, nesterov=True)
-    steps = settings.epochs * (len(loader.dataset) // settings.batch_size)
+    loader = loaders.train
+    optimizer = torch.optim.SGD(param_groups(student, settings.weight_decay), lr=settings.lr,
+                                momentum=0.9, nesterov=True)
+    per_epoch = len(loader.dataset) // settings.batch_size
+    steps, warm = settings.epochs * per_epoch, int(settings.warmup_epochs * per_epoch)
     student = student.to(memory_format=torch.channels_last).train()
-    step = 0
-    for epoch in range(settings.epochs):
+    first = 0
+    if resume is not None and checkpoint_exists(resume):
+        doc = load_checkpoint(resume, student, optimizer=optimizer, restore_rng=True)
+        if doc["extra"].get("settings") != asdict(settings):
+            raise CheckpointError(f"{resume} was saved with other training settings; delete it to "
+                                  "start again")
+        first = int(doc["epoch"])
+    for epoch in range(first, settings.epochs):
         loader.sampler.set_epoch(epoch)
+        generator = torch.Generator().manual_seed(settings.seed * 100_003 + epoch)  # resumable
+        step = epoch * per_epoch
         for x, y in loader:
-            if len(y) < settings.batch_size or step >= steps:
+            if len(y) < settings.batch_size or step >= (epoch + 1) * per_epoch:
                 continue
             x = resize_batch(loaders.augment(x, generator), r).contiguous(memory_format=torch.channels_last)
             for group in optimizer.param_groups:
-                group["lr"] = 0.5 * settings.lr * (1 + math.cos(math.pi * step / steps))
-            with torch.no_grad():
-                soft = F.softmax(teacher(x), dim=1)
+                group["lr"] = cosine_lr(settings.lr, step, steps, warm)
             logits = student(x)
             loss = F.cross_entropy(logits, y, label_smoothing=settings.label_smoothing)
-            if settings.kd_ratio:
+            if teacher is not None and settings.kd_ratio:
+                with torch.no_grad():
+                    soft = F.softmax(teacher(x), dim=1)
                 loss = loss + settings.kd_ratio * torch.mean(torch.sum(-soft * F.log_softmax(logits, 1), 1))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -182,8 +199,12 @@ def _train(student: Any, teacher: Any, loaders: Any, r: int, settings: FinetuneS
             if progress:
                 progress(step, steps, f"epoch {epoch + 1}/{settings.epochs} loss {loss.item():.3f}")
         if not np.isfinite(loss.item()):
-            raise InputError(f"fine-tuning diverged (loss {loss.item()}) in epoch {epoch + 1}; lower "
+            raise InputError(f"training diverged (loss {loss.item()}) in epoch {epoch + 1}; lower "
                              f"the learning rate (now {settings.lr})")
+        if resume is not None:
+            save_checkpoint(resume, student, {"epoch": epoch + 1, "extra": {"settings": asdict(settings)}},
+                            optimizer=optimizer, rng=True)
+    return student
 
 
 def _publish(run: Any, arch_id: str, write: Callable[[Path], Any]) -> None:

@@ -39,7 +39,8 @@ from hwnas.fileio import atomic_write_json, atomic_write_text
 from hwnas.space import Arch
 from hwnas.supernet.data import DataConfig, build_loaders, resize_batch
 
-__all__ = ["PhaseConfig", "TrainConfig", "Phase", "build_phases", "train_supernet", "load_train_config"]
+__all__ = ["PhaseConfig", "TrainConfig", "Phase", "build_phases", "train_supernet", "load_train_config",
+           "cosine_lr", "param_groups"]
 
 # a family runs the ones it has; "elastic" opens every gene at once (a transferred supernet is
 # elastic already: it skips the shrinking phases)
@@ -234,14 +235,18 @@ def _all_reduce_mean(values: list[float], device: torch.device) -> list[float]:
 
 
 # -- the loop --------------------------------------------------------------------------------
+def cosine_lr(peak: float, t: int, total: int, warm: int = 0) -> float:
+    """The learning rate at step `t` of `total`: a linear warm-up over `warm` steps, then cosine
+    decay to zero (every training loop in hwnas uses this schedule)."""
+    if t < warm:
+        return peak * (t + 1) / warm
+    return 0.5 * peak * (1 + math.cos(math.pi * (t - warm) / max(1, total - warm)))
+
+
 def _lr_at(phase: Phase, epoch: int, step: int, steps_per_epoch: int) -> float:
     """Cosine decay within a phase, after a linear warm-up."""
-    total = phase.epochs * steps_per_epoch
-    t = epoch * steps_per_epoch + step
-    warm = int(phase.warmup_epochs * steps_per_epoch)
-    if t < warm:
-        return phase.lr * (t + 1) / warm
-    return 0.5 * phase.lr * (1 + math.cos(math.pi * (t - warm) / max(1, total - warm)))
+    return cosine_lr(phase.lr, epoch * steps_per_epoch + step, phase.epochs * steps_per_epoch,
+                     int(phase.warmup_epochs * steps_per_epoch))
 
 
 def _subnets_for_step(phase: Phase, cfg: TrainConfig, rng: np.random.Generator) -> list[Arch]:
@@ -257,7 +262,7 @@ def _subnets_for_step(phase: Phase, cfg: TrainConfig, rng: np.random.Generator) 
     return archs + phase.space.sample(n - len(archs), rng) if n > len(archs) else archs
 
 
-def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """No weight decay on BN and biases (Once-for-All's `no_decay_keys`)."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -346,7 +351,7 @@ def _train_supernet(cfg: TrainConfig, out: Path,
     model = family.supernet_for(space, loaders.n_classes, cfg.dropout).to(device)
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    optimizer = torch.optim.SGD(_param_groups(model, cfg.weight_decay), lr=phases[0].lr,
+    optimizer = torch.optim.SGD(param_groups(model, cfg.weight_decay), lr=phases[0].lr,
                                 momentum=cfg.momentum, nesterov=True)
     amp = cfg.amp and device.type == "cuda"
     scaler = torch.amp.GradScaler("cuda", enabled=amp)
