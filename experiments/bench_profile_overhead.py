@@ -1,7 +1,8 @@
 """Benchmark: does this tree profile as fast as an earlier revision? (no-slowdown check)
 
-`hwnas profile` of the same N subnets (the shipped supernet's run, cpu-ort, the default protocol
-unless --rounds/--runs) is timed with this tree and with a git worktree of `--rev`, alternating
+`hwnas profile` of the same N subnets (this tree's shipped supernet, given to both trees with
+--supernet so that both profile the same subnets even where `--rev` shipped another one; cpu-ort,
+the default protocol unless --rounds/--runs) is timed with this tree and with a git worktree of `--rev`, alternating
 A/B/A/B so that machine load hits both alike; each repeat profiles into a fresh run directory
 (the host's anchor book is shared, as for any two runs on one host). Reports the wall time of each
 repeat, the medians and their ratio, and whether the stored subnets agree (same ids).
@@ -27,11 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hwnas.fileio import atomic_write_json  # noqa: E402
+from hwnas.supernet.checkpoint_meta import shipped_checkpoint  # noqa: E402
 
 
 def _profile(tree: Path, run: Path, args: argparse.Namespace) -> float:
     cmd = [sys.executable, "-m", "hwnas", "profile", "--run", str(run), "--device", args.device,
-           "--samples", str(args.n), "--rounds", str(args.rounds), "--runs", str(args.runs)]
+           "--samples", str(args.n), "--rounds", str(args.rounds), "--runs", str(args.runs),
+           "--supernet", str(args.supernet)]
     env = {**os.environ, "PYTHONPATH": str(tree), "HWNAS_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1"}
     t = time.perf_counter()
     subprocess.run(cmd, cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -53,8 +56,10 @@ def main() -> None:
     p.add_argument("--device", default="cpu-ort")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--supernet", type=Path, default=None, help="checkpoint stem (default: this tree's shipped)")
     p.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "profile_overhead.json")
     args = p.parse_args()
+    args.supernet = args.supernet or shipped_checkpoint()
 
     rev = subprocess.run(["git", "rev-parse", "--short", args.rev], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.strip()
@@ -82,7 +87,8 @@ def main() -> None:
         "command": "python experiments/bench_profile_overhead.py " + " ".join(sys.argv[1:]),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "loadavg_at_end": os.getloadavg()},
         "settings": {"n": args.n, "repeats": args.repeats, "device": args.device, "rounds": args.rounds,
-                     "runs": args.runs, "supernet": "shipped"},
+                     "runs": args.runs, "supernet": str(args.supernet.relative_to(ROOT))
+                     if args.supernet.is_relative_to(ROOT) else str(args.supernet)},
         "old": {"rev": rev, "seconds": times["old"], "median_s": med["old"]},
         "new": {"rev": head, "seconds": times["new"], "median_s": med["new"]},
         "new_over_old": round(med["new"] / med["old"], 3),

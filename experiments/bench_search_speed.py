@@ -173,7 +173,7 @@ class _OFALatencyLUT:
         return ms
 
 
-def _run_problem(run_dir: str | None, accuracy_samples: int = 1000, budget_ms: float | None = None):
+def _run_problem(run_dir: str | None, accuracy_samples: int | None = None, budget_ms: float | None = None):
     """(Problem of a real run's fitted predictors at its budget, description). Without a run: the
     predictors `fit_best` and `hwnas accuracy fit` pick on the real CPU table (quickstart-like).
     A run's budget: `budget_ms`, else its last search's, else the median measured latency."""
@@ -269,7 +269,7 @@ def _ofa_finder(problem: Problem, seed: int):
     return EvolutionFinder(_OFALatencyLUT(table), acc), float(problem.budgets[device])
 
 
-def _cli_search(run_dir: str, device: str, budget: float, repeats: int, accuracy_samples: int = 1000,
+def _cli_search(run_dir: str, device: str, budget: float, repeats: int, accuracy_samples: int | None = None,
                 reference=None) -> dict | None:
     """`search_s` of `hwnas search --run <copy> --device D --latency-ms B --no-verify`, each in a
     fresh process (what a user, and issue 19's check, times: the CLI's first and only search in
@@ -288,7 +288,9 @@ def _cli_search(run_dir: str, device: str, budget: float, repeats: int, accuracy
         copy_dir = Path(tmp) / "run"
         shutil.copytree(run_dir, copy_dir)
         cmd = [sys.executable, "-m", "hwnas", "search", "--run", str(copy_dir), "--device", device,
-               "--latency-ms", f"{budget:g}", "--no-verify", "--accuracy-samples", str(accuracy_samples)]
+               "--latency-ms", f"{budget:g}", "--no-verify"]
+        if accuracy_samples is not None:  # grow the copy's table first (the run's own is never grown)
+            cmd += ["--accuracy-samples", str(accuracy_samples)]
         out["command"] = "hwnas search --run <copy of the run> " + " ".join(cmd[6:])
         for i in range(repeats):
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -350,8 +352,8 @@ def main() -> None:
                     help="make a tiny run of FAMILY first (train a few steps, profile, fit, 20-row accuracy "
                          "table) and benchmark on it")
     ap.add_argument("--accuracy-samples", type=int, default=None,
-                    help="the accuracy table size the run's predictor needs (as `hwnas search "
-                         "--accuracy-samples`; default 1000, with --tiny 20)")
+                    help="grow the run's accuracy table to this many subnets first (as `hwnas search "
+                         "--accuracy-samples`; default: the table as it is; with --tiny 20)")
     ap.add_argument("--budget-ms", type=float, default=None,
                     help="the latency budget (default: the run's last search's, else its median measured latency)")
     ap.add_argument("--out", default=None, help="results file (default experiments/results/search_speed.json, "
@@ -368,7 +370,7 @@ def main() -> None:
 
 
 def _benchmark(args) -> None:
-    samples = args.accuracy_samples or 1000
+    samples = args.accuracy_samples
     if args.per_kind_only and args.out is None:
         args.out = "experiments/results/search_speed.json"
     if args.per_kind_only:
