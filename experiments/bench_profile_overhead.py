@@ -59,7 +59,7 @@ def main() -> None:
     p.add_argument("--supernet", type=Path, default=None, help="checkpoint stem (default: this tree's shipped)")
     p.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "profile_overhead.json")
     args = p.parse_args()
-    args.supernet = args.supernet or shipped_checkpoint()
+    args.supernet = (args.supernet or shipped_checkpoint()).resolve()
 
     rev = subprocess.run(["git", "rev-parse", "--short", args.rev], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.strip()

@@ -307,18 +307,19 @@ class GaussianProcessPredictor(AccuracyPredictor):
     def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k = _gp_kernel(_sq_dist(x, self.x_train), self.length, self.signal)
         mean = k @ self.alpha
-        # L^-1 k^T as one float32 product: it is most of a search's ~500 calls' cost, and float32
-        # moves the variance by ~1e-6 of the signal's (a sigma of ~0.2 points by ~1e-5 points)
-        v = (self.chol_inv @ k.T.astype(np.float32)).astype(np.float64)
+        # L^-1 k^T as one product, in float32 where that is safe (`_set_chol`): it is most of a
+        # search's ~500 calls' cost
+        v = (self.chol_inv @ k.T.astype(self.chol_inv.dtype)).astype(np.float64)
         var = np.maximum(self.signal + self.noise - np.sum(v * v, axis=0), 0.0)
         return mean * self.y_std + self.y_mean, np.sqrt(var) * self.y_std
 
     def _set_chol(self, chol: np.ndarray) -> None:
-        """The Cholesky factor and its inverse, computed once (before any search's clock starts)."""
-        from scipy.linalg import solve_triangular
-
+        """The Cholesky factor and its inverse, computed once (before any search's clock starts).
+        float32 only where the kernel is well conditioned: with signal >> noise the variance is a
+        small difference of large numbers, which float32 would round to zero."""
         self.chol = chol
-        self.chol_inv = solve_triangular(chol, np.eye(len(chol)), lower=True).astype(np.float32)
+        inverse = np.linalg.solve(chol, np.eye(len(chol)))
+        self.chol_inv = inverse.astype(np.float32) if self.signal < 1e3 * self.noise else inverse
 
     def _arrays(self) -> dict[str, np.ndarray]:
         return {"x_train": self.x_train, "alpha": self.alpha, "chol": self.chol}
@@ -329,9 +330,9 @@ class GaussianProcessPredictor(AccuracyPredictor):
 
     def _load_arrays(self, arrays, doc) -> None:
         self.x_train, self.alpha = np.asarray(arrays["x_train"]), np.asarray(arrays["alpha"])
-        self._set_chol(np.asarray(arrays["chol"]))
         self.y_mean, self.y_std = float(doc["y_mean"]), float(doc["y_std"])
         self.length, self.signal, self.noise = float(doc["length"]), float(doc["signal"]), float(doc["noise"])
+        self._set_chol(np.asarray(arrays["chol"]))
 
 
 def _sq_dist(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -24,6 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from hwnas.errors import CheckpointError, InputError
+from hwnas.families import DEFAULT_FAMILY
 
 __all__ = ["FinetuneSettings", "finetune_subnet", "train_alone", "finetuned_record", "load_finetuned", "STEM"]
 
@@ -127,7 +128,8 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
     teacher = calibrated(model.get_subnet(run.space.max_arch(arch.r))).requires_grad_(False)
     del model
     started = time.time()
-    train_alone(student, loaders, arch.r, settings, teacher=teacher, progress=progress)
+    train_alone(student, loaders, arch.r, settings, teacher=teacher, progress=progress,
+                family=run.family.name)
     calibrated(student)
     after = {split: evaluate(student, getattr(loaders, split), resolution=arch.r)
              for split in ("val", "test")}
@@ -149,40 +151,47 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
 
 def train_alone(student: Any, loaders: Any, r: int, settings: FinetuneSettings, teacher: Any = None,
                 progress: Callable[[int, int, str], Any] | None = None,
-                resume: str | os.PathLike[str] | None = None) -> Any:
+                resume: str | os.PathLike[str] | None = None, family: str = DEFAULT_FAMILY) -> Any:
     """Train one static network at resolution `r` on the training split: cross-entropy on the
     labels, plus distillation from `teacher`'s soft output when one is given, SGD + Nesterov with
     a warm-up then cosine decay, the data's augmentation. `resume`: a checkpoint stem saved after
     every epoch (weights, optimizer, RNG) and continued from when it exists, so a run of many
-    epochs survives being stopped. Returns the trained `student`."""
+    epochs survives being stopped (`family`: the student's, recorded there). Returns the trained
+    `student`."""
     import torch
     import torch.nn.functional as F
 
-    from hwnas.supernet.checkpoint import checkpoint_exists, load_checkpoint, save_checkpoint
+    from hwnas.supernet.checkpoint import (checkpoint_exists, load_checkpoint, load_checkpoint_meta,
+                                           save_checkpoint)
     from hwnas.supernet.data import resize_batch
     from hwnas.supernet.train import cosine_lr, param_groups
 
-    torch.manual_seed(settings.seed)
     loader = loaders.train
+    per_epoch = len(loader.dataset) // settings.batch_size
+    if loader.batch_size != settings.batch_size or per_epoch == 0:
+        raise InputError(f"training alone needs batches of {settings.batch_size} and at least one of "
+                         f"them: the loader gives {loader.batch_size} from {len(loader.dataset)} images")
+    torch.manual_seed(settings.seed)
     optimizer = torch.optim.SGD(param_groups(student, settings.weight_decay), lr=settings.lr,
                                 momentum=0.9, nesterov=True)
-    per_epoch = len(loader.dataset) // settings.batch_size
     steps, warm = settings.epochs * per_epoch, int(settings.warmup_epochs * per_epoch)
     student = student.to(memory_format=torch.channels_last).train()
+    # what a saved epoch must match to be continued
+    what = {"settings": asdict(settings), "r": r, "teacher": teacher is not None, "dataset": loaders.dataset,
+            "train_images": len(loader.dataset)}
     first = 0
     if resume is not None and checkpoint_exists(resume):
-        doc = load_checkpoint(resume, student, optimizer=optimizer, restore_rng=True)
-        if doc["extra"].get("settings") != asdict(settings):
-            raise CheckpointError(f"{resume} was saved with other training settings; delete it to "
-                                  "start again")
-        first = int(doc["epoch"])
+        if load_checkpoint_meta(resume)["extra"].get("train_alone") != what:
+            raise CheckpointError(f"{resume} was saved by another training (settings, resolution, "
+                                  "teacher or data); delete it to start again")
+        first = int(load_checkpoint(resume, student, optimizer=optimizer, restore_rng=True)["epoch"])
     for epoch in range(first, settings.epochs):
         loader.sampler.set_epoch(epoch)
         generator = torch.Generator().manual_seed(settings.seed * 100_003 + epoch)  # resumable
         step = epoch * per_epoch
         for x, y in loader:
             if len(y) < settings.batch_size or step >= (epoch + 1) * per_epoch:
-                continue
+                continue  # the last partial batch
             x = resize_batch(loaders.augment(x, generator), r).contiguous(memory_format=torch.channels_last)
             for group in optimizer.param_groups:
                 group["lr"] = cosine_lr(settings.lr, step, steps, warm)
@@ -202,7 +211,9 @@ def train_alone(student: Any, loaders: Any, r: int, settings: FinetuneSettings, 
             raise InputError(f"training diverged (loss {loss.item()}) in epoch {epoch + 1}; lower "
                              f"the learning rate (now {settings.lr})")
         if resume is not None:
-            save_checkpoint(resume, student, {"epoch": epoch + 1, "extra": {"settings": asdict(settings)}},
+            save_checkpoint(resume, student, {"family": family, "n_classes": loaders.n_classes,
+                                              "dataset": loaders.dataset, "epoch": epoch + 1,
+                                              "extra": {"train_alone": what}},
                             optimizer=optimizer, rng=True)
     return student
 

@@ -167,3 +167,23 @@ def test_torchrun_shards_the_table_over_ranks_and_one_writer_merges(tiny_superne
     ids = {a.id for a in open_run(run).space.from_matrix(accuracy_sample(open_run(run).space, 6))}
     assert set(table["id"]) == ids
     assert " ".join(out.stderr.split()).count("6 subnets, val top-1") == 1  # only rank 0 reports
+
+
+@pytest.mark.parametrize("signal,noise", [(2.2, 0.04), (100.0, 1e-4)])
+def test_gp_variance_matches_the_float64_posterior(small_space, signal, noise):
+    """The search-time variance (a precomputed inverse Cholesky factor, float32 where the kernel is
+    well conditioned) agrees with a float64 triangular solve, also where signal >> noise."""
+    from scipy.linalg import solve_triangular
+
+    from hwnas.accuracy.predictors import _gp_kernel, _sq_dist
+
+    m, y = _noisy_table(small_space, 120)
+    pred = make_accuracy_predictor("gp", small_space, 10).fit(m, y)
+    x = pred._standardise(pred.features(small_space.sample_matrix(50, 2)))
+    pred.signal, pred.noise = signal, noise
+    k_train = _gp_kernel(_sq_dist(pred.x_train, pred.x_train), pred.length, signal)
+    pred._set_chol(np.linalg.cholesky(k_train + noise * np.eye(len(k_train))))
+    k = _gp_kernel(_sq_dist(x, pred.x_train), pred.length, signal)
+    v = solve_triangular(pred.chol, k.T, lower=True)
+    want = np.sqrt(np.maximum(signal + noise - np.sum(v * v, axis=0), 0.0)) * pred.y_std
+    np.testing.assert_allclose(pred._predict(x)[1], want, rtol=1e-2, atol=1e-3 * pred.y_std)

@@ -47,10 +47,17 @@ def test_a_stopped_run_resumes_to_the_same_weights(loaders, tmp_path):
 
 def test_other_settings_do_not_resume_a_saved_run(loaders, tmp_path):
     train_alone(_net(), loaders, 24, SETTINGS, resume=tmp_path / "net")
-    with pytest.raises(CheckpointError, match="other training settings"):
+    with pytest.raises(CheckpointError, match="another training"):
         train_alone(_net(), loaders, 24, FinetuneSettings(epochs=3, batch_size=4), resume=tmp_path / "net")
 
 
 def test_warm_up_must_end_before_the_last_epoch():
     with pytest.raises(Exception, match="warmup_epochs"):
         FinetuneSettings(epochs=2, warmup_epochs=2)
+
+
+def test_a_loader_of_other_batches_is_refused(loaders):
+    from hwnas.errors import InputError
+
+    with pytest.raises(InputError, match="batches of 3"):
+        train_alone(_net(), loaders, 24, FinetuneSettings(epochs=1, batch_size=3))
