@@ -415,12 +415,14 @@ def _train_mlp_1t(x, y, hidden, *, epochs, lr, weight_decay, seed, x_val, y_val,
             for m in linears]
 
 
-def _mlp_forward(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
-    h = x
-    for w, b in layers[:-1]:
-        h = np.maximum(h @ w + b, 0.0)
-    w, b = layers[-1]
-    return (h @ w + b)[:, 0]
+def _ensemble_forward(stacked: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray, n_members: int) -> np.ndarray:
+    """(members, rows) outputs of ReLU MLPs stacked by `_MLPFamily._stacked`: the first layer of
+    every member in one product, each further layer as one batched product over the members."""
+    (w, b), rest = stacked[0], stacked[1:]
+    h = (x @ w + b).reshape(len(x), n_members, -1).transpose(1, 0, 2)
+    for w, b in rest:
+        h = np.maximum(h, 0.0) @ w + b
+    return h[:, :, 0]
 
 
 class _MLPFamily(AccuracyPredictor):
@@ -429,9 +431,21 @@ class _MLPFamily(AccuracyPredictor):
     members: list[list[tuple[np.ndarray, np.ndarray]]]
 
     def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        outs = np.stack([_mlp_forward(layers, x) for layers in self.members]) * self.y_std + self.y_mean
+        outs = _ensemble_forward(self._stacked(), x, len(self.members)) * self.y_std + self.y_mean
         std = outs.std(0) if len(outs) > 1 else np.zeros(outs.shape[1])
         return outs.mean(0), std
+
+    def _stacked(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The members' layers stacked (first layer side by side, the others along a leading member
+        axis), rebuilt when `members` changes: a search calls `_predict` ~500 times, and one product
+        per layer for the whole ensemble costs a fraction of one per member."""
+        if getattr(self, "_stack_of", None) is not self.members:
+            first = (np.concatenate([m[0][0] for m in self.members], axis=1),
+                     np.concatenate([m[0][1] for m in self.members]))
+            rest = [(np.stack([m[i][0] for m in self.members]), np.stack([m[i][1] for m in self.members])[:, None])
+                    for i in range(1, len(self.members[0]))]
+            self._stack, self._stack_of = [first, *rest], self.members
+        return self._stack
 
     def _arrays(self) -> dict[str, np.ndarray]:
         out = {}
