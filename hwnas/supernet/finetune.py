@@ -164,7 +164,7 @@ def train_alone(student: Any, loaders: Any, r: int, settings: FinetuneSettings, 
     from hwnas.supernet.checkpoint import (checkpoint_exists, load_checkpoint, load_checkpoint_meta,
                                            save_checkpoint)
     from hwnas.supernet.data import resize_batch
-    from hwnas.supernet.train import cosine_lr, param_groups
+    from hwnas.supernet.train import cosine_lr, kd_loss, param_groups
 
     loader = loaders.train
     per_epoch = len(loader.dataset) // settings.batch_size
@@ -199,8 +199,8 @@ def train_alone(student: Any, loaders: Any, r: int, settings: FinetuneSettings, 
             loss = F.cross_entropy(logits, y, label_smoothing=settings.label_smoothing)
             if teacher is not None and settings.kd_ratio:
                 with torch.no_grad():
-                    soft = F.softmax(teacher(x), dim=1)
-                loss = loss + settings.kd_ratio * torch.mean(torch.sum(-soft * F.log_softmax(logits, 1), 1))
+                    soft = teacher(x)
+                loss = loss + settings.kd_ratio * kd_loss(logits, soft)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

@@ -40,7 +40,7 @@ from hwnas.space import Arch
 from hwnas.supernet.data import DataConfig, build_loaders, resize_batch
 
 __all__ = ["PhaseConfig", "TrainConfig", "Phase", "build_phases", "train_supernet", "load_train_config",
-           "cosine_lr", "param_groups"]
+           "cosine_lr", "param_groups", "kd_loss"]
 
 # a family runs the ones it has; "elastic" opens every gene at once (a transferred supernet is
 # elastic already: it skips the shrinking phases)
@@ -270,7 +270,7 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def _kd_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+def kd_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     """Cross-entropy against the teacher's soft labels (Once-for-All's KD loss)."""
     return torch.mean(torch.sum(-F.softmax(teacher, dim=1) * F.log_softmax(student, dim=1), dim=1))
 
@@ -509,7 +509,7 @@ def _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler
                 logits = ddp_model(x)
                 loss = F.cross_entropy(logits, y, label_smoothing=cfg.label_smoothing)
                 if soft is not None and cfg.kd_ratio > 0:
-                    loss = loss + cfg.kd_ratio * _kd_loss(logits.float(), soft)
+                    loss = loss + cfg.kd_ratio * kd_loss(logits.float(), soft)
             if phase.distill and cfg.distill == "inplace" and soft is None and arch == largest:
                 soft = logits.detach().float()  # the sandwich trains the largest first
             scaler.scale(loss).backward()
