@@ -10,7 +10,7 @@ min an epoch on one core). Both sides are scored on the official 10,000-image te
 
     .venv/bin/python experiments/bench_supernet_vs_scratch.py            # both parts
     .venv/bin/python experiments/bench_supernet_vs_scratch.py --part scratch   # resumable
-    # on two cores, two processes, each training every other architecture:
+    # on two cores, two processes, each training half of the architectures (by MACs):
     .venv/bin/python experiments/bench_supernet_vs_scratch.py --part scratch --shard 0/2 &
     .venv/bin/python experiments/bench_supernet_vs_scratch.py --part scratch --shard 1/2
 
@@ -59,6 +59,16 @@ def pick_archs(space, n: int = 8, seed: int = 0) -> list[Arch]:
     return picks + [space.max_arch()]
 
 
+def shard_of(macs: list[int], shards: int) -> list[int]:
+    """Each architecture's shard, balancing MACs (a proxy for training time): the largest first, each
+    to the shard with the least so far. Deterministic, so parallel processes agree on it."""
+    load, owner = [0] * shards, [0] * len(macs)
+    for i in sorted(range(len(macs)), key=lambda i: (-macs[i], i)):
+        owner[i] = min(range(shards), key=lambda k: (load[k], k))
+        load[owner[i]] += macs[i]
+    return owner
+
+
 def train_from_scratch(arch: Arch, cfg, loaders, epochs: int, seed: int, resume: Path) -> dict:
     """The supernet's own recipe for its full network (lr, warm-up, weight decay, label smoothing,
     augmentation, batch), one network alone, no teacher; resumable after every epoch."""
@@ -85,8 +95,8 @@ def main() -> None:
                     "evenly spaced MACs quantiles between")
     ap.add_argument("--state", type=Path, default=ROOT.parent / "runs" / "scratch",
                     help="where each network's training is saved after every epoch (resumed from)")
-    ap.add_argument("--shard", default="0/1", help="K/N: train only the architectures whose index is K "
-                    "modulo N (parallel processes share the results file under a lock)")
+    ap.add_argument("--shard", default="0/1", help="K/N: train only the K-th of N MACs-balanced shares of "
+                    "the architectures (parallel processes share the results file under a lock)")
     args = ap.parse_args()
     config, out = args.config.resolve(), args.out
     torch.set_num_threads(1)
@@ -98,6 +108,7 @@ def main() -> None:
     loaders = build_loaders(cfg.data)
     archs = pick_archs(space, args.archs)
     shard, shards = (int(v) for v in args.shard.split("/"))
+    owner = shard_of([count_params_macs(a, loaders.n_classes)[1] for a in archs], shards)
     rows: dict[str, dict] = {}
 
     def merge() -> None:
@@ -137,7 +148,7 @@ def main() -> None:
         save()
     if args.part in ("all", "scratch"):
         for i, a in enumerate(archs):
-            if rows[a.id].get("scratch_epochs") == epochs or i % shards != shard:
+            if rows[a.id].get("scratch_epochs") == epochs or owner[i] != shard:
                 continue  # done with this budget (a row trained with another is trained again)
             res = train_from_scratch(a, cfg, loaders, epochs, seed=cfg.seed,
                                      resume=args.state / f"{cfg.data.name}-{a.id}-{epochs}ep")
