@@ -431,8 +431,8 @@ def latency_fit(
 @latency_app.command("predict")
 def latency_predict(
     predictor: Path = typer.Option(..., "--predictor", help="Predictor JSON from `hwnas latency fit`."),
-    table: Path = typer.Option(..., "--table", help="CSV of flat rows r,ks_0..ks_19,e_0..e_19,d_0..d_4 "
-                               "(the predictor's family's columns)."),
+    table: Path = typer.Option(..., "--table", help="CSV of flat rows: r and the "
+                               f"predictor's family's genes ({DEFAULT_FAMILY}: {_DEFAULT_COLUMNS})."),
     out: Path = typer.Option(..., "--out", help="Where to write the rows with a predicted_ms column."),
     column: str = typer.Option("predicted_ms", "--column", help="Name of the added column."),
 ) -> None:

@@ -22,14 +22,12 @@ from hwnas.distributed import init_distributed
 from hwnas.errors import InputError, TableError
 from hwnas.fileio import atomic_path
 from hwnas.run import RunFiles
-from hwnas.space import FLAT_COLUMNS
 
 __all__ = ["ACCURACY_TABLE", "accuracy_sample", "read_accuracy_table", "build_accuracy_table",
            "measured_accuracy", "evaluate_into_table", "table_columns", "frame_codes", "values_frame"]
 
 ACCURACY_TABLE = RunFiles(Path("")).accuracy.name
 _BLOCK = 50  # archs per seeded block of the prefix-stable sample
-COLUMNS = [*FLAT_COLUMNS, "id", "top1", "loss", "n"]  # the default family's (`table_columns`: any family's)
 
 
 def table_columns(space) -> list[str]:
@@ -41,7 +39,7 @@ def frame_codes(space, df, source: str = "table") -> np.ndarray:
     """The int matrix of a table's flat columns (values in the file; codes in the matrix), with
     one-line errors naming row and column for other families."""
     if space.family.predates_families:  # its tables are read as they always were
-        return df[list(FLAT_COLUMNS)].to_numpy(dtype=np.int32)
+        return df[list(space.flat_columns)].to_numpy(dtype=np.int32)
     return space.family.table_codes(df, source)
 
 
@@ -51,7 +49,7 @@ def values_frame(space, m: np.ndarray):
 
     m = np.asarray(m)
     if space.family.predates_families:
-        return pd.DataFrame(m, columns=list(FLAT_COLUMNS))
+        return pd.DataFrame(m, columns=list(space.flat_columns))
     out = pd.DataFrame(m, columns=list(space.flat_columns))
     for g, sl in zip(space.family.gene_groups(), space.family.group_slices().values()):
         if g.by_index:
@@ -63,10 +61,11 @@ def values_frame(space, m: np.ndarray):
 
 def _run_columns(run_dir: Path) -> list[str]:
     """The flat columns of the run at `run_dir` (the default family's when it has no config)."""
+    from hwnas.families import DEFAULT_FAMILY, get_family
     from hwnas.run import CONFIG, open_run
 
     if not (Path(run_dir) / CONFIG).exists():
-        return list(FLAT_COLUMNS)
+        return list(get_family(DEFAULT_FAMILY).flat_columns())
     return list(open_run(run_dir, create=False).space.flat_columns)
 
 Progress = Callable[..., Any]  # progress(event, **fields)

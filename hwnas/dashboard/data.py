@@ -22,7 +22,6 @@ import pandas as pd
 from hwnas.dashboard import stats
 from hwnas.run import RunFiles
 from hwnas.search.columns import MEASURED_TOP1, TOP1_PRED, TOP1_STD, measured_ms, ms_pred
-from hwnas.space import Arch
 
 __all__ = ["RunFiles", "run_status", "load_pareto", "load_measurements", "load_accuracy",
            "load_search", "load_train_log", "latency_pairs", "device_matrix_all",
@@ -193,20 +192,28 @@ def latency_pairs(files: RunFiles, device: str) -> pd.DataFrame:
 def arch_grid(arch) -> pd.DataFrame:
     """Long table for the per-block picture: row, column, colour value, label, used.
 
-    The default family (`hwnas.space.Arch`): stages x blocks (kernel and expand per used slot).
-    Other families: one row per gene group, one cell per gene (inactive genes, which do not change
-    the network, show —)."""
-    rows = []
-    if isinstance(arch, Arch):
-        for s in range(len(arch.d)):  # one depth per stage
-            for j in range(4):
-                i = 4 * s + j
-                used = j < arch.d[s]
-                rows.append({"stage": f"stage {s + 1}", "block": j + 1, "expand": arch.e[i] if used else None,
-                             "used": used, "label": f"k{arch.ks[i]} e{arch.e[i]}" if used else "—"})
-        return pd.DataFrame(rows)
+    A family whose searchable blocks all sit under a depth gene (its `slot_layout`): stages x
+    blocks, each cell labelled with its own genes and coloured by the last (the expand ratio of
+    the MBConv families). Other families: one row per gene group, one cell per gene. Blocks or
+    genes that do not run show —."""
     family = arch.family
-    active = family.active_mask(np.asarray([arch.to_row()]))[0]
+    row = np.asarray([arch.to_row()])
+    names = family.flat_columns()
+    values = [arch.r] + [v for g in family.gene_groups() for v in arch.group(g.name)]
+    layout = family.slot_layout()
+    rows = []
+    if layout is not None and all(s.depth is not None for s in layout.slots):
+        used = layout.used(row)[0]
+        stages = {d: k for k, d in enumerate(layout.depth_columns)}
+        blocks: dict[int, int] = {}
+        for s, slot in enumerate(layout.slots):
+            blocks[slot.depth] = blocks.get(slot.depth, 0) + 1
+            label = " ".join(f"{names[c].rsplit('_', 1)[0]}{values[c]:g}" for c in slot.genes)
+            rows.append({"stage": f"stage {stages[slot.depth] + 1}", "block": blocks[slot.depth],
+                         "expand": float(values[slot.genes[-1]]) if used[s] else None,
+                         "used": bool(used[s]), "label": label if used[s] else "—"})
+        return pd.DataFrame(rows)
+    active = family.active_mask(row)[0]
     k = 0
     for g in family.gene_groups():
         for i, value in enumerate(arch.group(g.name)):

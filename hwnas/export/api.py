@@ -56,7 +56,6 @@ if TYPE_CHECKING:
     from hwnas.families.base import GeneArch
     from hwnas.profiling.protocol import ProtocolSettings
     from hwnas.profiling.session import DeviceSession
-    from hwnas.space import Arch
 
 __all__ = ["export_subnet", "export_pareto", "default_bundle_dir", "ProgressFn", "MAX_INT8_DROP",
            "ACCURACY_CHECKED", "check_max_int8_drop", "precision_accuracy"]
@@ -82,7 +81,7 @@ def default_bundle_dir(run_dir: str | Path, arch_id: str, device: str) -> Path:
     return RunFiles(Path(run_dir)).bundle(arch_id, device)
 
 
-def export_subnet(run_dir: str | Path, arch_or_id: Arch | GeneArch | str, device: str,
+def export_subnet(run_dir: str | Path, arch_or_id: GeneArch | str, device: str,
                   out_dir: str | Path | None = None, devices_file: str | Path | None = None,
                   calib_batches: int | None = None, progress: ProgressFn | None = None, *,
                   verify_images: int = 64, measure: bool = True,
@@ -197,7 +196,7 @@ class _Exporter:
             self._session.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def _step(self, arch: Arch | GeneArch, message: str) -> None:
+    def _step(self, arch: GeneArch, message: str) -> None:
         self.done += 1
         if self.progress is not None:
             self.progress(self.done, self.total, f"{arch.id}: {message}")
@@ -281,7 +280,7 @@ class _Exporter:
         publish(stage, out)
         return _Result(out, report.passed, report.failures())
 
-    def _compile(self, subnet: Any, arch: Arch | GeneArch, stage: Path, calib: Any) -> _Compiled:
+    def _compile(self, subnet: Any, arch: GeneArch, stage: Path, calib: Any) -> _Compiled:
         """Compile with the device's backend; make sure the bundle holds an ONNX model."""
         import torch
 
@@ -333,7 +332,7 @@ class _Exporter:
                                     "detail": f"model.onnx not checked here: {err}"})
         return out
 
-    def _reduced(self, compiled: _Compiled, subnet: Any, test: Any, arch: Arch | GeneArch,
+    def _reduced(self, compiled: _Compiled, subnet: Any, test: Any, arch: GeneArch,
                  report: Report) -> dict[str, Any] | None:
         """INT8 and bf16 devices: the artifact's test top-1 beside the fp32 subnet's, as a check
         (failed when the drop exceeds `max_int8_drop`) and as the bundle's ``int8`` / ``bf16``
@@ -368,7 +367,7 @@ class _Exporter:
                                f"allowed ({summary}; --max-int8-drop sets the limit)")})
         return record
 
-    def _latency(self, compiled: _Compiled, arch: Arch | GeneArch, cand: Candidate, report: Report
+    def _latency(self, compiled: _Compiled, arch: GeneArch, cand: Candidate, report: Report
                  ) -> dict[str, Any]:
         """Measured (drift-corrected, beside the run's reference, on the run's anchor: the
         measuring session's one call, as profiling and search verification measure), profiled

@@ -21,7 +21,6 @@ import numpy as np
 from hwnas.errors import HwnasError, InputError
 from hwnas.export.manifest import BundleError, check_files, read_meta
 from hwnas.families.base import GeneArch
-from hwnas.space import Arch
 
 if TYPE_CHECKING:
     from hwnas.devices.base import Runner
@@ -55,7 +54,7 @@ class Bundle:
         return self.meta["id"]
 
     @property
-    def arch(self) -> Arch | GeneArch:
+    def arch(self) -> GeneArch:
         return bundle_arch(self.meta)
 
     @property
@@ -172,7 +171,7 @@ def _artifact(root: Path, record: dict[str, Any]):
     return artifact
 
 
-def bundle_arch(meta: dict[str, Any]) -> Arch | GeneArch:
+def bundle_arch(meta: dict[str, Any]) -> GeneArch:
     """The subnet a bundle holds: its family's arch from Once-for-All's arch dict (bundles written
     before families are the default family's, their width in the dict's "w")."""
     from hwnas.families import DEFAULT_FAMILY, get_family

@@ -1,4 +1,4 @@
-"""Which subnet to export: an `Arch`, OFA JSON, or an id looked up in the run's tables.
+"""Which subnet to export: an arch (`GeneArch`), OFA JSON, or an id looked up in the run's tables.
 
 Ids are the arch's `id` (a hash of the canonical arch), so any table with the run family's flat
 columns can be searched by recomputing them; a table's own ``id`` column is honoured too. Lookup order:
@@ -18,7 +18,6 @@ from hwnas.fileio import json_safe
 from hwnas.families.base import GeneArch
 from hwnas.run import RunConfig, RunFiles
 from hwnas.search import columns
-from hwnas.space import Arch
 
 __all__ = ["PARETO", "ACCURACY", "Candidate", "pareto_members", "resolve_subnet"]
 
@@ -31,7 +30,7 @@ MEASUREMENTS = RunFiles(Path("")).measurements.name
 class Candidate:
     """An arch to export, where it was found, and the other columns of its row there."""
 
-    arch: Arch | GeneArch
+    arch: GeneArch
     source: str
     row: dict[str, Any] = field(default_factory=dict)
 
@@ -117,11 +116,11 @@ def _ids(c: Candidate) -> set[str]:
     return {c.arch.id} | ({str(own)} if own not in (None, "") else set())
 
 
-def resolve_subnet(run: RunConfig, arch_or_id: Arch | GeneArch | str, device: str | None = None
+def resolve_subnet(run: RunConfig, arch_or_id: GeneArch | str, device: str | None = None
                    ) -> Candidate:
     """The candidate for an arch, an OFA JSON string (Once-for-All's arch dict plus "r", of the
     run's family), or an id (or unique id prefix) in the run."""
-    if isinstance(arch_or_id, (Arch, GeneArch)):
+    if isinstance(arch_or_id, GeneArch):
         arch = run.space.validate(arch_or_id)
         return _known(run, arch, device) or Candidate(arch, "given")
     text = str(arch_or_id).strip()
@@ -149,7 +148,7 @@ def resolve_subnet(run: RunConfig, arch_or_id: Arch | GeneArch | str, device: st
                      "(or pass the arch as OFA JSON)")
 
 
-def _known(run: RunConfig, arch: Arch, device: str | None) -> Candidate | None:
+def _known(run: RunConfig, arch: GeneArch, device: str | None) -> Candidate | None:
     """The pareto.csv row of an arch given directly, so its predictions still get recorded."""
     return next(iter(_one_per_subnet([c for c in _table(run, PARETO, device) or [] if c.arch == arch], device)),
                 None)

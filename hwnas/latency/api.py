@@ -1,7 +1,7 @@
 """What `hwnas latency fit | predict | eval` call: table in, predictor/table/report out.
 
-Tables are CSV (or Parquet) with the family's flat arch columns (`Family.flat_columns`, as values;
-the default family's ``r, ks_0..ks_19, e_0..e_19, d_0..d_4``) and a latency column in milliseconds;
+Tables are CSV (or Parquet) with the family's flat arch columns (`Family.flat_columns`: ``r`` and
+each gene, as values) and a latency column in milliseconds;
 other columns are ignored. Every user mistake is a one-line
 `TableError`/`InputError` that names the file, row and column.
 """

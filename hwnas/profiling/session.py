@@ -177,7 +177,6 @@ class DeviceSession:
         fresh calibration (the reference measured as a candidate, with 3x the rounds: it scales
         every number of the run), which both then keep; `recalibrate` skips the host's."""
         from hwnas.profiling.store import stats_row
-        from hwnas.supernet.stats import count_params_macs
 
         known = self.anchor_ms
         if known is not None:
@@ -191,7 +190,7 @@ class DeviceSession:
             stats = stats.rescaled(stats.median_ms)
             if book is not None:
                 book.put(key, stats, what)
-        params, macs = count_params_macs(ref, self.run.n_classes)
+        params, macs = ref.family.arch_params_macs(ref, self.run.n_classes)
         store.append([stats_row(self.device.name, "reference", reference_key(self.run.space), stats,
                                 arch=ref, params=params, macs=macs, meta={"anchor_key": key},
                                 columns=self.run.space.flat_columns)])

@@ -31,7 +31,7 @@ from hwnas.profiling.protocol import ProtocolSettings
 from hwnas.profiling.session import open_session
 from hwnas.profiling.store import MeasurementStore, stats_row
 from hwnas.run import RunConfig
-from hwnas.space import Arch
+from hwnas.families.base import GeneArch
 
 __all__ = ["ProtocolSettings", "check_devices", "select_subnets", "reference_arch", "reference_key", "run_anchor",
            "build_timing_subnet", "block_key", "profile", "measure_subnets"]
@@ -39,7 +39,7 @@ __all__ = ["ProtocolSettings", "check_devices", "select_subnets", "reference_arc
 ProgressFn = Callable[[str, int, int, str], Any]  # (device, done, total, key)
 
 
-def select_subnets(space: Any, n: int, seed: int = 0, n_classes: int = 1000) -> list[Arch]:
+def select_subnets(space: Any, n: int, seed: int = 0, n_classes: int = 1000) -> list[GeneArch]:
     """`n` distinct subnets covering the MACs range evenly (min and max included)."""
     from hwnas.families.sampling import sample_graded
 
@@ -73,7 +73,7 @@ def select_subnets(space: Any, n: int, seed: int = 0, n_classes: int = 1000) -> 
 @dataclass
 class _Job:
     device: str
-    subnets: list[Arch]
+    subnets: list[GeneArch]
     models: list[str] = field(default_factory=list)
     blocks: list[dict[str, Any]] = field(default_factory=list)  # lookup-table entries (ENTRY_COLUMNS)
 
@@ -115,7 +115,6 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
     import torch
 
     from hwnas.devices import get_device
-    from hwnas.supernet.stats import count_params_macs
 
     device = get_device(job.device, devices_file)
     backend = device.backend_impl()
@@ -153,7 +152,7 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
 
         try:
             for arch in todo:
-                params, macs = count_params_macs(arch, n_classes)
+                params, macs = arch.family.arch_params_macs(arch, n_classes)
                 measure_one(arch.id, session.timing_subnet(arch), arch.r, kind="subnet", arch=arch,
                             params=params, macs=macs)
             for entry in todo_blocks:
@@ -174,7 +173,7 @@ class _Stopped(Exception):
     """Raised before a measurement once profiling was told to stop (Ctrl-C in another thread)."""
 
 
-def measure_subnets(run: RunConfig, device: str, archs: Sequence[Arch], *,
+def measure_subnets(run: RunConfig, device: str, archs: Sequence[GeneArch], *,
                     devices_file: str | Path | None = None, protocol: ProtocolSettings = ProtocolSettings(),
                     progress: ProgressFn | None = None, recalibrate: bool = False):
     """Measure `archs` on `device` (those not yet in the run's store), then return the store's

@@ -27,9 +27,9 @@ import pandas as pd
 
 from hwnas.devices.stats import LatencyStats
 from hwnas.errors import TableError
+from hwnas.families.base import GeneArch
 from hwnas.fileio import atomic_path
 from hwnas.run import RunFiles
-from hwnas.space import FLAT_COLUMNS, Arch
 
 __all__ = ["MEASUREMENTS", "MeasurementStore", "read_measurements", "stats_row"]
 
@@ -41,21 +41,17 @@ _STAT_COLUMNS = ("median_ms", "mean_ms", "std_ms", "p90_ms", "p99_ms", "min_ms",
 _REQUIRED = ("device", "kind", "key", "corrected_ms", "median_ms", "r")
 
 
-def arch_values(arch) -> tuple[str, ...] | None:
+def arch_values(arch: GeneArch) -> tuple[tuple[str, ...], list[Any]]:
     """(flat columns, values) of an arch of any family (gene values, not choice indices)."""
-    from hwnas.families.base import GeneArch
-
-    if isinstance(arch, GeneArch):
-        fam = arch.family
-        return fam.flat_columns(), [arch.r] + [v for g in fam.gene_groups() for v in arch.group(g.name)]
-    return FLAT_COLUMNS, list(arch.to_row())
+    fam = arch.family
+    return fam.flat_columns(), [arch.r] + [v for g in fam.gene_groups() for v in arch.group(g.name)]
 
 
-def stats_row(device: str, kind: str, key: str, stats: LatencyStats, *, arch: Arch | None = None,
+def stats_row(device: str, kind: str, key: str, stats: LatencyStats, *, arch: GeneArch | None = None,
               params: int | None = None, macs: int | None = None, block: Mapping[str, Any] | None = None,
               meta: Mapping[str, Any] | None = None, columns: Sequence[str] | None = None) -> dict[str, Any]:
     """One store row from a measurement. `columns`: the run's flat columns (default: the arch's
-    family's, else the default family's), -1 in each when the row is not a subnet."""
+    family's; required for a row without an arch), -1 in each when the row is not a subnet."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     d = stats.to_dict()
@@ -65,8 +61,10 @@ def stats_row(device: str, kind: str, key: str, stats: LatencyStats, *, arch: Ar
         if columns is not None and tuple(columns) != tuple(cols):
             raise ValueError("the arch's flat columns are not the run's")
         row.update(zip(cols, values))
+    elif columns is None:
+        raise ValueError("a row without an arch needs the run's flat columns")
     else:
-        row.update((c, -1) for c in (FLAT_COLUMNS if columns is None else columns))
+        row.update((c, -1) for c in columns)
     row.update(params=-1 if params is None else int(params), macs=-1 if macs is None else int(macs))
     row.update({c: d[c] for c in _STAT_COLUMNS})
     row["ref_median_ms"] = np.nan if row["ref_median_ms"] is None else row["ref_median_ms"]

@@ -33,7 +33,6 @@ from hwnas.errors import CheckpointError, InputError
 from hwnas.fileio import sha256_file
 from hwnas.families import DEFAULT_FAMILY, get_family
 from hwnas.families.base import IMAGENET_MEAN, IMAGENET_STD
-from hwnas.families.ofa_mbv3.plan import ofa_layout as ofa_mbv3_layout  # its historic name here
 from hwnas.supernet.checkpoint import checkpoint_exists, checkpoint_paths, save_checkpoint
 
 __all__ = [

@@ -36,7 +36,7 @@ from hwnas.distributed import dist_info, init_distributed
 from hwnas.errors import CheckpointError, ConfigError, InputError
 from hwnas.families import DEFAULT_FAMILY
 from hwnas.fileio import atomic_write_json, atomic_write_text
-from hwnas.space import Arch
+from hwnas.families.base import GeneArch
 from hwnas.supernet.data import DataConfig, build_loaders, resize_batch
 
 __all__ = ["PhaseConfig", "TrainConfig", "Phase", "build_phases", "train_supernet", "load_train_config",
@@ -249,14 +249,14 @@ def _lr_at(phase: Phase, epoch: int, step: int, steps_per_epoch: int) -> float:
                      int(phase.warmup_epochs * steps_per_epoch))
 
 
-def _subnets_for_step(phase: Phase, cfg: TrainConfig, rng: np.random.Generator) -> list[Arch]:
+def _subnets_for_step(phase: Phase, cfg: TrainConfig, rng: np.random.Generator) -> list[GeneArch]:
     """The subnets trained on one batch. Sandwich rule (BigNAS): the largest and the smallest
     plus at least one random subnet, so the middle of the space, where searches end, is trained
     too (with only max + min, random subnets are never trained and score far below both)."""
     if phase.name == "full":
         return [phase.space.max_arch()]
     n = cfg.subnets_per_step
-    archs: list[Arch] = []
+    archs: list[GeneArch] = []
     if cfg.sandwich:
         archs = [phase.space.max_arch(), phase.space.min_arch()][:max(n - 1, 1)]
     return archs + phase.space.sample(n - len(archs), rng) if n > len(archs) else archs

@@ -26,9 +26,10 @@ ofa_networks = pytest.importorskip("ofa.imagenet_classification.elastic_nn.netwo
 
 from ofa_reference import images, randomise_, recalibrate_  # noqa: E402
 
+from hwnas.families import DEFAULT_FAMILY, get_family  # noqa: E402
 from hwnas.space import Arch, SearchSpace  # noqa: E402
 from hwnas.supernet.checkpoint import checkpoint_paths  # noqa: E402
-from hwnas.supernet.ofa_import import import_ofa_checkpoint, ofa_mbv3_layout  # noqa: E402
+from hwnas.supernet.ofa_import import import_ofa_checkpoint  # noqa: E402
 from hwnas.supernet.ofa_mbv3 import OFAMobileNetV3  # noqa: E402
 from hwnas.supernet.pretrained import load_supernet  # noqa: E402
 
@@ -87,7 +88,7 @@ def rel_diff(ours: torch.Tensor, ref: torch.Tensor) -> float:
 def test_layout_is_the_official_state_dict(width):
     ref = {k: tuple(v.shape) for k, v in official_net(width).state_dict().items()}
     ours = {k: tuple(v.shape) for k, v in OFAMobileNetV3(SearchSpace(width_mult=width)).state_dict().items()}
-    assert ofa_mbv3_layout(width) == ref == ours
+    assert get_family(DEFAULT_FAMILY).ofa_layout(width) == ref == ours
     assert len(ref) == 475
 
 
