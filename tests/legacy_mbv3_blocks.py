@@ -16,7 +16,7 @@ from hwnas.space import FLAT_COLUMNS, Arch
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["slot_specs", "slot_sizes", "block_cost", "stem_cost", "head_cost", "fixed_cost", "used_mask",
+__all__ = ["slot_specs", "slot_sizes", "block_cost", "stem_cost", "head_cost", "fixed_cost",
            "as_matrix", "entry_keys", "entry_module", "SlotGather"]
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from hwnas.dashboard import stats
 from hwnas.dashboard.data import RunFiles, arch_codes, load_accuracy, load_measurements, run_space
+from hwnas.latency import metrics
 
 __all__ = ["HELD_OUT", "OUT_OF_FOLD", "IN_SAMPLE", "accuracy_error", "split_pairs", "pair_metrics",
            "latency_quality", "predictor_meta", "gene_importance"]
@@ -72,12 +73,10 @@ def split_pairs(pairs: pd.DataFrame, fitted_at: pd.Timestamp | None) -> pd.DataF
 
 def _metrics_row(label: str, predicted: pd.Series, measured: pd.Series) -> dict[str, Any]:
     n = len(predicted)
-    err = 100 * (predicted.to_numpy(float) / measured.to_numpy(float) - 1) if n else np.zeros(0)
-    tau = None
-    if n >= 3:
-        tau = float(pd.Series(predicted.to_numpy()).corr(pd.Series(measured.to_numpy()), method="kendall"))
-    return {"points": label, "n": n, "within ±10 %": float((np.abs(err) <= 10).mean() * 100) if n else None,
-            "mean |error| %": float(np.abs(err).mean()) if n else None, "Kendall τ": tau}
+    p, m = predicted.to_numpy(float), measured.to_numpy(float)
+    return {"points": label, "n": n, "within ±10 %": 100 * metrics.within(p, m, 0.10) if n else None,
+            "mean |error| %": metrics.mape(p, m) if n else None,
+            "Kendall τ": metrics.kendall_tau(p, m) if n >= 3 else None}
 
 
 def pair_metrics(pairs: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from hwnas.errors import ConfigError
+from hwnas.errors import ConfigError, TableError
 from hwnas.families.base import OFA_RESOLUTIONS, Family, GeneArch, GeneGroup
 
 __all__ = ["FamilySpace", "space_info", "parse_range"]
@@ -208,6 +208,15 @@ class FamilySpace:
 
     def from_matrix(self, rows: np.ndarray) -> list[GeneArch]:
         return [GeneArch.from_codes(self.family, row, self.width_mult) for row in np.asarray(rows)]
+
+    def archs_from_frame(self, df, source: str = "table") -> list[GeneArch]:
+        """The archs of a DataFrame of flat rows (values, extra columns ignored), each within this
+        space: one-line TableErrors naming row and column."""
+        m = self.family.table_codes(df, source)
+        found = self.check_matrix(m)
+        if found is not None:
+            raise TableError(f"{source} row {found[0] + 1}: {found[1]}")
+        return self.from_matrix(m)
 
     def sample(self, n: int | None = None, rng: np.random.Generator | int | None = None
                ) -> GeneArch | list[GeneArch]:

@@ -88,13 +88,8 @@ def read_arch_frame(space, path, source: str | None = None):
     """(archs, DataFrame with all the file's columns) of a CSV/Parquet table of flat rows, every
     arch within `space` (a run's or supernet's space, any family): one-line TableErrors naming
     row and column. Rows hold values (ResNet50's expand ratios as 0.2/0.25/0.35)."""
-    from hwnas.families.ofa_mbv3.space import SearchSpace
-    from hwnas.families.ofa_mbv3.tables import read_arch_table
-
-    if isinstance(space, SearchSpace):
-        return read_arch_table(path, space)
     df = read_table_frame(path)
-    return frame_archs(space, df, source or str(path)), df
+    return space.archs_from_frame(df, source or str(path)), df
 
 
 def read_table_frame(path: str | Path):
@@ -140,16 +135,7 @@ def _repeated_columns(names: Sequence[str]) -> list[str]:
 
 def frame_archs(space, df, source: str = "table") -> list:
     """The archs of a DataFrame of flat rows within `space` (any family)."""
-    from hwnas.families.ofa_mbv3.space import SearchSpace
-    from hwnas.families.ofa_mbv3.tables import archs_from_frame
-
-    if isinstance(space, SearchSpace):
-        return archs_from_frame(df, space, source=source)
-    m = space.family.table_codes(df, source)
-    found = space.check_matrix(m)
-    if found is not None:
-        raise TableError(f"{source} row {found[0] + 1}: {found[1]}")
-    return space.from_matrix(m)
+    return space.archs_from_frame(df, source)
 
 
 def archs_frame(archs, extra=None):

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from hwnas.errors import InputError, TableError
-from hwnas.families import DEFAULT_FAMILY, Family, family_names, get_family
+from hwnas.families import DEFAULT_FAMILY, Family, get_family
 from hwnas.families.tables import read_table_frame
 from hwnas.latency.analytic import AnalyticPredictor
 from hwnas.latency.base import LatencyPredictor, load_predictor
@@ -25,7 +25,7 @@ from hwnas.latency.select import fit_best
 from hwnas.run import RunFiles, open_run
 
 __all__ = ["read_latency_table", "fit_from_table", "predict_table", "evaluate_predictor",
-           "fit_from_run", "run_family", "LEARNING_CURVE_SIZES"]
+           "fit_from_run", "LEARNING_CURVE_SIZES"]
 
 LEARNING_CURVE_SIZES = (10, 20, 50, 100, 200, 500)
 #: what every learning-curve point is scored beside: a FLOPs-only line, and the predictor hwnas
@@ -262,20 +262,6 @@ def _open_run(run_dir: str | Path):
     return open_run(run_dir, create=False) if RunFiles(Path(run_dir)).config.exists() else None
 
 
-def _columns_family(df) -> str:
-    """The family whose flat columns the measurements `df` hold (the most columns wins; none, or
-    no `df`: the default family, which stores written before families hold)."""
-    fits = [(len(get_family(f).flat_columns()), f) for f in family_names()
-            if df is not None and all(c in df.columns for c in get_family(f).flat_columns())]
-    return max(fits)[1] if fits else DEFAULT_FAMILY
-
-
-def run_family(run_dir: str | Path, df=None) -> str:
-    """The family of a run: its config's, else (no config) the one of its measurements `df`."""
-    run = _open_run(run_dir)
-    return run.family.name if run is not None else _columns_family(df)
-
-
 def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | None = None,
                  target: str = "corrected_ms", width_mult: float | None = None, n_classes: int = 1000,
                  base: str | Path | LatencyPredictor | None = None, kinds: Iterable[str] | None = None,
@@ -283,8 +269,8 @@ def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | Non
                  ) -> tuple[LatencyPredictor, dict[str, Any]]:
     """Fit `device`'s latency predictor from a run's measurement store; save it.
 
-    `family`: the run's search-space family (default: its config's, else the family whose flat
-    columns the store holds; stores written before families are the default family's).
+    `family`: the run's search-space family (default: its config's; a folder without a config, e.g.
+    a measurement store copied alone, is read as the default family's unless `family` names one).
 
     Reads ``hwnas.profiling.store.read_measurements(run_dir, device=device)``: a DataFrame with the
     flat arch columns, ``device``, ``kind`` ("subnet" | "block" | "model"), ``corrected_ms`` and
@@ -312,8 +298,13 @@ def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | Non
         raise TableError(f"the measurements of run {run_dir} have no column {target!r}")
     run = _open_run(run_dir)
     family = (_family_name(family) if family is not None else run.family.name if run is not None
-              else _columns_family(df))
+              else DEFAULT_FAMILY)
     fam = get_family(family)
+    missing = [c for c in fam.flat_columns() if c not in df.columns]
+    if missing:
+        raise TableError(f"the measurements of run {run_dir} lack {fam.name}'s arch column(s) "
+                         f"{', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}; name the run's "
+                         "family (fit_from_run(..., family=NAME))")
     if width_mult is None:
         width_mult = (float(df["width_mult"].iloc[0]) if "width_mult" in df.columns
                       else run.space.width_mult if run is not None else fam.default_width)

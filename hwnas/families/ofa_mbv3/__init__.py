@@ -25,6 +25,7 @@ from hwnas.families.ofa_mbv3.plan import (
     N_SLOTS,
     N_STAGES,
     ofa_layout,
+    slots_used,
 )
 from hwnas.families.ofa_mbv3.space import SearchSpace
 
@@ -56,7 +57,7 @@ class OFAMobileNetV3Family(Family):
 
     def active_mask(self, m: np.ndarray) -> np.ndarray:
         d = np.asarray(m)[:, -N_STAGES:]
-        slots = np.repeat(d, MAX_DEPTH, axis=1) > np.tile(np.arange(MAX_DEPTH), N_STAGES)
+        slots = slots_used(d)
         return np.concatenate([slots, slots, np.ones_like(d, dtype=bool)], axis=1)
 
     def networks_per_resolution(self) -> int:

@@ -16,13 +16,11 @@ import numpy as np
 from hwnas.channels import expand_channels
 from hwnas.errors import InputError
 from hwnas.families.mbconv import BlockSpec
-from hwnas.families.ofa_mbv3.plan import MAX_DEPTH, N_SLOTS, N_STAGES, iter_blocks, mbv3_plan
+from hwnas.families.ofa_mbv3.plan import MAX_DEPTH, N_STAGES, iter_blocks, mbv3_plan
 from hwnas.families.parts import conv_cost, mbconv_cost, out_size
 
-__all__ = ["slot_specs", "slot_sizes", "block_cost", "stem_cost", "head_cost", "fixed_cost", "used_mask",
+__all__ = ["slot_specs", "slot_sizes", "block_cost", "stem_cost", "head_cost", "fixed_cost",
            "entry_module"]
-
-_USED = np.array([[j < d for j in range(MAX_DEPTH)] for d in range(MAX_DEPTH + 1)])
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,11 +77,6 @@ def head_cost(width_mult: float, size: int, n_classes: int) -> np.ndarray:
 
 def fixed_cost(width_mult: float, n_classes: int, r: int) -> np.ndarray:
     return stem_cost(width_mult, r) + head_cost(width_mult, slot_sizes(r)[2], n_classes)
-
-
-def used_mask(m: np.ndarray) -> np.ndarray:
-    """bool [n, 20]: which slots each row uses."""
-    return _USED[m[:, 41:46]].reshape(len(m), N_SLOTS)
 
 
 def entry_module(entry, width_mult: float = 1.0, n_classes: int = 1000):

@@ -32,11 +32,11 @@ class MBV3CostLayout(CostLayout):
         return self._parts
 
     def active(self, m: np.ndarray) -> np.ndarray:
-        from hwnas.families.ofa_mbv3.blocks import used_mask
+        from hwnas.families.ofa_mbv3.plan import slots_used
 
         m = np.asarray(m)
         ones = np.ones((len(m), 1), dtype=bool)
-        return np.concatenate([ones, used_mask(m), ones], axis=1)
+        return np.concatenate([ones, slots_used(m[:, 41:46]), ones], axis=1)
 
     def cost(self, p: int, key: tuple[int, ...]) -> np.ndarray:
         from hwnas.families.ofa_mbv3.blocks import block_cost, head_cost, slot_sizes, stem_cost

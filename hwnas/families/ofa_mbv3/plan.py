@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
+
+import numpy as np
 
 from hwnas.channels import expand_channels, make_divisible, se_channels
 from hwnas.families.mbconv import BlockSpec
 
-__all__ = ["N_STAGES", "MAX_DEPTH", "N_SLOTS", "KS_CHOICES", "E_CHOICES", "D_CHOICES", "BASE_WIDTHS",
+__all__ = ["N_STAGES", "MAX_DEPTH", "N_SLOTS", "slots_used", "KS_CHOICES", "E_CHOICES", "D_CHOICES", "BASE_WIDTHS",
            "STAGE_STRIDES", "STAGE_ACTS", "STAGE_SE", "StageSpec", "MBV3Plan", "mbv3_plan", "iter_blocks",
            "ofa_layout"]
 
@@ -20,6 +22,14 @@ __all__ = ["N_STAGES", "MAX_DEPTH", "N_SLOTS", "KS_CHOICES", "E_CHOICES", "D_CHO
 N_STAGES = 5
 MAX_DEPTH = 4
 N_SLOTS = N_STAGES * MAX_DEPTH
+_RUNS = np.arange(MAX_DEPTH + 1)[:, None] > np.arange(MAX_DEPTH)  # [depth, j]: slot j runs at that depth
+
+
+def slots_used(d: Any) -> np.ndarray:
+    """bool [n, 20] of depth rows `d` (int [n, 5]): slot ``4*s + j`` runs while ``j < d[s]`` (the one
+    statement of which slots a subnet runs; depths outside 0..4 are clipped)."""
+    d = np.clip(np.asarray(d, dtype=np.int64), 0, MAX_DEPTH)
+    return _RUNS[d].reshape(len(d), N_SLOTS)
 #: Once-for-All's choices (the published ``ofa_mbv3_d234_e346_k357`` supernets)
 KS_CHOICES = (3, 5, 7)
 E_CHOICES = (3, 4, 6)

@@ -19,13 +19,10 @@ import numpy as np
 from hwnas.errors import ConfigError, InputError
 from hwnas.families.base import OFA_RESOLUTIONS, Family
 from hwnas.families.ofa_mbv3.arch import FLAT_COLUMNS, PAD_E, PAD_KS, ROW_LEN, Arch, FieldIdentity, as_int
-from hwnas.families.ofa_mbv3.plan import D_CHOICES, E_CHOICES, KS_CHOICES, MAX_DEPTH, N_SLOTS, N_STAGES
+from hwnas.families.ofa_mbv3.plan import D_CHOICES, E_CHOICES, KS_CHOICES, MAX_DEPTH, N_SLOTS, N_STAGES, slots_used
 from hwnas.families.space import FamilySpace, parse_range
 
 __all__ = ["SearchSpace", "check_matrix", "MAX_KS", "MAX_E", "MAX_R"]
-
-# Boolean mask [depth 0..4, slot j 0..3] -> is slot j used at that depth; handy for vectorising.
-_USED = np.array([[j < d for j in range(MAX_DEPTH)] for d in range(MAX_DEPTH + 1)])
 
 
 def _choices(values: Iterable[Any], name: str) -> tuple[int, ...]:
@@ -196,7 +193,7 @@ class SearchSpace(FieldIdentity, FamilySpace):
         depths = np.array(self.d_choices)
         weights = np.array([float(per_block) ** d for d in self.d_choices])
         d = rng.choice(depths, size=(n, N_STAGES), p=weights / weights.sum())
-        used = _USED[d].reshape(n, N_SLOTS)
+        used = slots_used(d)
         ks = np.where(used, rng.choice(np.array(self.ks_choices), size=(n, N_SLOTS)), PAD_KS)
         e = np.where(used, rng.choice(np.array(self.e_choices), size=(n, N_SLOTS)), PAD_E)
         r = rng.choice(np.array(self.r_choices), size=(n, 1))
@@ -211,6 +208,13 @@ class SearchSpace(FieldIdentity, FamilySpace):
 
     def from_matrix(self, rows: np.ndarray) -> list[Arch]:
         return [Arch.from_row(row.tolist(), self.width_mult) for row in np.asarray(rows)]
+
+    def archs_from_frame(self, df, source: str = "table") -> list[Arch]:
+        """As every space's, with this family's table reader (its rows may hold any network's values
+        and its errors name the slot's column)."""
+        from hwnas.families.ofa_mbv3.tables import archs_from_frame
+
+        return archs_from_frame(df, self, source=source)
 
     def mutate(self, arch: Arch, rng: np.random.Generator | int | None = None,
                prob: float = 0.1) -> Arch:
@@ -261,14 +265,14 @@ class SearchSpace(FieldIdentity, FamilySpace):
         """bool [n, 45] (the gene columns): True where the gene changes the network."""
         m = np.asarray(m)
         out = np.ones((len(m), 2 * N_SLOTS + N_STAGES), dtype=bool)
-        out[:, :N_SLOTS] = out[:, N_SLOTS:2 * N_SLOTS] = _USED[m[:, 41:46]].reshape(len(m), N_SLOTS)
+        out[:, :N_SLOTS] = out[:, N_SLOTS:2 * N_SLOTS] = slots_used(m[:, 41:46])
         return out
 
     @staticmethod
     def canonical(m: np.ndarray) -> np.ndarray:
         """A copy of `m` with the filler in unused slots (same dtype)."""
         m = np.array(m, copy=True)  # rows of valid depths 1..4 (checked where they come in)
-        unused = ~_USED[m[:, 41:46]].reshape(len(m), N_SLOTS)
+        unused = ~slots_used(m[:, 41:46])
         m[:, 1:21][unused] = PAD_KS
         m[:, 21:41][unused] = PAD_E
         return m
@@ -308,7 +312,7 @@ class SearchSpace(FieldIdentity, FamilySpace):
         m = self.to_matrix(archs)
         n = m.shape[0]
         r, ks, e, d = m[:, 0], m[:, 1:21], m[:, 21:41], m[:, 41:46]
-        used = _USED[np.clip(d, 0, MAX_DEPTH)].reshape(n, N_SLOTS)
+        used = slots_used(d)
         if kind == "ordinal":
             return np.concatenate([ks * used, e * used, d, r[:, None]], axis=1).astype(np.float32)
         if kind != "onehot":
@@ -358,8 +362,7 @@ def check_matrix(m: np.ndarray, space: SearchSpace | None = None) -> tuple[int, 
     bad_d = (d < 1) | (d > MAX_DEPTH)
     if space is not None:
         bad_d |= ~np.isin(d, space.d_choices)
-    used = np.repeat(np.clip(d, 0, MAX_DEPTH), MAX_DEPTH, axis=1) > np.tile(np.arange(MAX_DEPTH),
-                                                                           N_STAGES)
+    used = slots_used(d)
     if space is not None:
         bad_ks, bad_e = ~np.isin(ks, space.ks_choices), ~np.isin(e, space.e_choices)
         bad_r = ~np.isin(r, space.r_choices)
