@@ -20,7 +20,7 @@ kernel sizes, e.g. 3/5/7 (other sizes count in none of them), + stage). The mode
 from __future__ import annotations
 
 import functools
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -146,17 +146,21 @@ def analytic_features(m: np.ndarray, width_mult: float, n_classes: int, feature_
 
 class FeatureCache:
     """`all_features` of one matrix, computed at most once per (family, width_mult, n_classes): a
-    hybrid or transfer model and its base share one pass over the rows."""
+    hybrid or transfer model and its base share one pass over the rows. `source(m, family,
+    width_mult, n_classes)` may supply them faster (the search's per-space tables), or return None."""
 
-    def __init__(self, m: np.ndarray) -> None:
+    def __init__(self, m: np.ndarray, source: Callable[..., np.ndarray | None] | None = None) -> None:
         self.m = m
+        self.source = source
         self._done: dict[tuple, np.ndarray] = {}
 
     def get_for(self, family: str, width_mult: float, n_classes: int) -> np.ndarray:
         """`all_features` of the rows as `family`'s."""
         key = (family, float(width_mult), int(n_classes))
         if key not in self._done:
-            self._done[key] = all_features(self.m, width_mult, n_classes, family=family)
+            got = None if self.source is None else self.source(self.m, *key)
+            self._done[key] = (got if got is not None
+                               else all_features(self.m, width_mult, n_classes, family=family))
         return self._done[key]
 
 
@@ -232,7 +236,7 @@ class AnalyticPredictor(LatencyPredictor):
         """Linear model only: the ms each feature contributes, per arch (explains a prediction)."""
         if self.model != "linear":
             raise InputError("contributions are defined for the linear analytic model only")
-        x = self.transform(self._matrix(archs))
+        x = self.transform(self.as_matrix(archs))
         names = feature_names(self.features, self.meta.family)
         return {"intercept": np.full(len(x), self.intercept),
                 **{n: x[:, i] * self.coef[i] for i, n in enumerate(names)}}

@@ -177,12 +177,19 @@ class LatencyPredictor(ABC):
         return f"{self.kind}({params})"
 
     # -- fit / predict -------------------------------------------------------------------
-    def _matrix(self, archs: ArchLike) -> np.ndarray:
+    @property
+    def fitted(self) -> bool:
+        """Whether it has coefficients (from `fit`, or loaded)."""
+        return self._fitted
+
+    def as_matrix(self, archs: ArchLike) -> np.ndarray:
+        """`archs` as the int matrix of the predictor's family (the checks and conversion `fit` and
+        `predict` make)."""
         return family_matrix(self.meta.family, archs, self.meta.width_mult)
 
     def fit(self: P, archs: ArchLike, ms: Any) -> P:
         """Fit to measured latencies `ms` (milliseconds, one per arch); returns self."""
-        m = self._matrix(archs)
+        m = self.as_matrix(archs)
         y = check_targets(ms, len(m))
         if len(m) < self.min_rows:
             raise InputError(f"{self.kind} predictor needs at least {self.min_rows} measured "
@@ -197,7 +204,7 @@ class LatencyPredictor(ABC):
         """Predicted milliseconds, float64 [n]."""
         if not self._fitted:
             raise InputError(f"this {self.kind} predictor is not fitted yet; call fit() first")
-        m = self._matrix(archs)
+        m = self.as_matrix(archs)
         if len(m) == 0:
             return np.zeros(0)
         with single_thread():

@@ -121,7 +121,7 @@ def cross_validate(candidates: Sequence[LatencyPredictor], archs: ArchLike, ms: 
     `losses`, when given, receives each reported candidate's per-row squared log errors."""
     if not candidates:
         raise InputError("no candidates to cross-validate")
-    m = candidates[0]._matrix(archs)
+    m = candidates[0].as_matrix(archs)
     y = check_targets(ms, len(m))
     rows = []
     for i, cand in enumerate(candidates):

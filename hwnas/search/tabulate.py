@@ -226,24 +226,17 @@ def vectorised_latency(pred, space) -> CostFn:
 
     own = space.family.name
 
-    class _TableCache(FeatureCache):
-        def get_for(self, family: str, width_mult: float, n_classes: int) -> np.ndarray:
-            key = ("table", family, float(width_mult), int(n_classes))
-            if family != own:
-                return super().get_for(family, width_mult, n_classes)
-            if key not in self._done:
-                table = feature_table(space, *key[2:])
-                self._done[key] = (table.predict(self.m) if table is not None
-                                   else super().get_for(family, width_mult, n_classes))
-            return self._done[key]
+    def tabulated(m: np.ndarray, family: str, width_mult: float, n_classes: int) -> np.ndarray | None:
+        table = feature_table(space, width_mult, n_classes) if family == own else None
+        return None if table is None else table.predict(m)
 
     def predict(m: np.ndarray) -> np.ndarray:
-        if not getattr(pred, "_fitted", False) or not isinstance(m, np.ndarray):
+        if not getattr(pred, "fitted", False) or not isinstance(m, np.ndarray):
             return np.asarray(pred.predict(m), dtype=np.float64)
-        m = pred._matrix(m)  # (its own checks and conversion, as `predict` makes them)
+        m = pred.as_matrix(m)  # (its own checks and conversion, as `predict` makes them)
         if not len(m):
             return np.zeros(0)
         with single_thread():
-            return np.asarray(pred.predict_with_cache(m, _TableCache(m)), dtype=np.float64)
+            return np.asarray(pred.predict_with_cache(m, FeatureCache(m, tabulated)), dtype=np.float64)
 
     return predict
