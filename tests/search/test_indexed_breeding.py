@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from hwnas.accuracy.predictors import RidgePredictor
-from hwnas.families import family_names, get_family
-from hwnas.latency import AnalyticPredictor, HybridPredictor
+from hwnas.latency import HybridPredictor
 from hwnas.search.evolution import EvolutionSettings, evolution_search
 from hwnas.search.indexed import gene_index
 from hwnas.search.operators import breed, sample_mixed
@@ -16,16 +15,9 @@ from hwnas.search.problem import Problem
 from hwnas.search.slots import space_slots
 from hwnas.space import SearchSpace
 
-FAMILIES = family_names()
-
-
-def _space(family: str):
-    return get_family(family).space_from_dict({"r": "32:48:4"})
-
-
-@pytest.fixture(params=FAMILIES)
-def space(request):
-    return _space(request.param)
+@pytest.fixture
+def space(family):
+    return family.space_from_dict({"r": "32:48:4"})
 
 
 def test_index_rows_round_trip_canonical_values(space):
@@ -67,11 +59,9 @@ def test_slot_index_of_index_rows_equals_that_of_value_rows(space):
     np.testing.assert_array_equal(got.flat == space_slots(space).n_rows, ~space_slots(space).used(m))
 
 
-def test_every_family_with_a_slot_layout_breeds_on_index_rows():
+def test_every_family_with_a_slot_layout_breeds_on_index_rows(family):
     assert gene_index(SearchSpace.from_dict({"r": "32:64:4", "ks": [3, 5, 7, 9], "e": [2, 3, 4, 6]})) is not None
-    for name in FAMILIES:
-        fam = get_family(name)
-        assert (gene_index(fam.default_space()) is not None) == (fam.slot_layout() is not None)
+    assert (gene_index(family.default_space()) is not None) == (family.slot_layout() is not None)
 
 
 def test_rows_outside_the_space_have_no_slot_index(space):
@@ -90,8 +80,7 @@ def _problems(space, budget_quantile: float, features: str):
     macs = fam.count_params_macs(np.asarray(m, np.int64), space.width_mult, 10)[1].astype(float)
     ms = 0.2 + macs / macs.mean() * (1 + 0.1 * (m[:, 1] == m[:, 1].max())) + rng.normal(0, 0.01, len(m))
     top1 = 60 + 3 * np.log(ms) + rng.normal(0, 0.3, len(m))
-    lat = (HybridPredictor("auto", "ridge", **kw) if fam.name == "ofa-mbv3"
-           else AnalyticPredictor("roofline", "log", 1e-3, **kw)).fit(m, ms)
+    lat = HybridPredictor("auto", "ridge", **kw).fit(m, ms)
     acc = RidgePredictor(space, 10, features=features).fit(m, top1)
     budget = float(np.quantile(ms, budget_quantile))
     return [Problem(space, acc, {"a": lat}, {"a": budget}, n_classes=10, accuracy_risk=1.0,

@@ -1,20 +1,18 @@
-"""Exact tables of additive models over every registered family's slot layout."""
+"""Exact tables of additive models over every family's slot layout (the `family` fixture: the registry's
+and the test-only one)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hwnas.families import family_names, get_family
+from hwnas.families import DEFAULT_FAMILY, get_family
 from hwnas.search.operators import sample_mixed
 from hwnas.search.problem import Problem
 from hwnas.search.tabulate import argmin_row, tabulate
 
-FAMILIES = family_names()
-
-
-def _space(family: str, r="32:64:4"):
-    return get_family(family).space_from_dict({"r": r})
+def _space(family, r="32:64:4"):
+    return family.space_from_dict({"r": r})
 
 
 def _macs_of(space):
@@ -24,7 +22,6 @@ def _macs_of(space):
     return macs
 
 
-@pytest.mark.parametrize("family", FAMILIES)
 def test_macs_table_is_exact_and_its_minimum_is_the_smallest_subnet(family):
     space = _space(family)
     macs = _macs_of(space)
@@ -37,7 +34,6 @@ def test_macs_table_is_exact_and_its_minimum_is_the_smallest_subnet(family):
     assert macs(best[None])[0] == macs(space.to_matrix([space.min_arch()]))[0] <= macs(m).min()
 
 
-@pytest.mark.parametrize("family", FAMILIES)
 def test_non_additive_models_are_not_tabulated_and_foreign_rows_fall_back(family):
     space = _space(family, "32:40:4")
     macs = _macs_of(space)
@@ -48,14 +44,13 @@ def test_non_additive_models_are_not_tabulated_and_foreign_rows_fall_back(family
 
 
 def test_rows_shallower_than_the_space_fall_back():
-    space = _space("ofa-mbv3", "32:40:4")
+    space = _space(get_family(DEFAULT_FAMILY), "32:40:4")
     macs = _macs_of(space)
     table = tabulate(macs, space)
-    shallow = get_family("ofa-mbv3").space_from_dict({"r": [32], "d": [1, 2]}).sample_matrix(50, 0)
+    shallow = get_family(DEFAULT_FAMILY).space_from_dict({"r": [32], "d": [1, 2]}).sample_matrix(50, 0)
     assert np.array_equal(table.predict(shallow), macs(shallow))  # depth 1 is not in the table
 
 
-@pytest.mark.parametrize("family", FAMILIES)
 def test_real_lookup_table_predictor_is_tabulated_exactly(family):
     from hwnas.latency import LookupTablePredictor
 
@@ -63,7 +58,7 @@ def test_real_lookup_table_predictor_is_tabulated_exactly(family):
     rng = np.random.default_rng(0)
     m = sample_mixed(space, 200, rng)
     ms = 0.3 + _macs_of(space)(m) / 2e7 * (1 + 0.05 * rng.standard_normal(len(m)))
-    lut = LookupTablePredictor(n_classes=10, width_mult=space.width_mult, family=family).fit(m, ms)
+    lut = LookupTablePredictor(n_classes=10, width_mult=space.width_mult, family=family.name).fit(m, ms)
     problem = Problem(space, lut, {"dev": lut}, {"dev": 10.0}, n_classes=10)
     assert problem.cost_models.tabulated() == {"ms:dev": True}
     check = sample_mixed(space, 500, rng)
