@@ -16,8 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hwnas.channels import expand_channels, se_channels
-from hwnas.families.parts import out_size
+from hwnas.families.parts import Conv, mbconv_convs, out_size
 
 __all__ = ["BlockSpec", "Cost", "conv_params_macs", "add_costs", "mbconv_params_macs", "stem_params_macs",
            "per_distinct_key", "add_block_costs"]
@@ -48,8 +47,8 @@ class BlockSpec:
 def conv_params_macs(cin: int, cout: int, k: int, out: int, groups: int = 1, bias: bool = False,
                      bn: bool = True) -> Cost:
     """(params, MACs) of a k x k convolution producing an `out` x `out` map (BN affine counted)."""
-    weights = cout * (cin // groups) * k * k
-    return weights + (cout if bias else 0) + (2 * cout if bn else 0), weights * out * out
+    conv = Conv("", cin, cout, k, out, out, groups, bias, bn)
+    return conv.params, conv.macs
 
 
 def add_costs(*costs: Cost) -> Cost:
@@ -59,18 +58,10 @@ def add_costs(*costs: Cost) -> Cost:
 @functools.lru_cache(maxsize=65536)
 def mbconv_params_macs(cin: int, cout: int, k: int, e: int, stride: int, size: int, use_se: bool,
                        expand: bool = True) -> tuple[int, int, int]:
-    """(params, MACs, output size) of one MBConv block on a `size` x `size` input."""
-    mid = expand_channels(cin, e) if expand else cin
-    out = out_size(size, k, stride)
-    costs = [conv_params_macs(mid, mid, k, out, groups=mid), conv_params_macs(mid, cout, 1, out)]
-    if expand:
-        costs.append(conv_params_macs(cin, mid, 1, size))
-    if use_se:
-        s = se_channels(mid)
-        costs += [conv_params_macs(mid, s, 1, 1, bias=True, bn=False),
-                  conv_params_macs(s, mid, 1, 1, bias=True, bn=False)]
-    params, macs = add_costs(*costs)
-    return params, macs, out
+    """(params, MACs, output size) of one MBConv block on a `size` x `size` input (its convolutions
+    as `hwnas.families.parts.mbconv_convs` describes them for the cost layout too)."""
+    convs, out = mbconv_convs(cin, cout, k, e, stride, size, use_se, expand)
+    return sum(c.params for c in convs), sum(c.macs for c in convs), out
 
 
 @functools.lru_cache(maxsize=4096)

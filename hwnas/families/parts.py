@@ -30,7 +30,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["COST_NAMES", "Part", "CostLayout", "cached_layout", "conv_cost", "mbconv_cost", "out_size"]
+__all__ = ["COST_NAMES", "Part", "CostLayout", "cached_layout", "Conv", "conv_cost", "mbconv_convs", "mbconv_cost",
+           "out_size"]
 
 #: exact per-part costs; bytes assume fp32 (a constant factor for other precisions)
 COST_NAMES: tuple[str, ...] = ("macs_pw", "macs_dw", "macs_se", "macs_fixed", "act_bytes",
@@ -51,29 +52,71 @@ def conv_cost(cin: int, cout: int, k: int, size_in: int, size_out: int, groups: 
                      4 * (weights + (cout if bias else 0))], dtype=np.float64)
 
 
-@functools.lru_cache(maxsize=65536)
-def mbconv_cost(cin: int, cout: int, k: int, e: int, stride: int, size: int, use_se: bool,
-                residual: bool, expand: bool = True) -> np.ndarray:
-    """`COST_NAMES` of one MBConv block (1x1 expand, kxk depthwise, optional SE, 1x1 project)."""
+@dataclass(frozen=True)
+class Conv:
+    """One convolution of a block, the single description both of its cost models read: `cost()`
+    (`conv_cost`: MACs and bytes, for latency) and `params` / `macs` (Once-for-All's counting:
+    BN affine counted, for `count_params_macs`). `role`: "pw" (1x1), "dw" (depthwise) or "se"."""
+
+    role: str
+    cin: int
+    cout: int
+    k: int
+    size_in: int
+    size_out: int
+    groups: int = 1
+    bias: bool = False
+    bn: bool = True
+
+    @property
+    def weights(self) -> int:
+        return self.cout * (self.cin // self.groups) * self.k * self.k
+
+    @property
+    def macs(self) -> int:
+        return self.weights * self.size_out * self.size_out
+
+    @property
+    def params(self) -> int:
+        return self.weights + (self.cout if self.bias else 0) + (2 * self.cout if self.bn else 0)
+
+    def cost(self) -> np.ndarray:
+        return conv_cost(self.cin, self.cout, self.k, self.size_in, self.size_out, self.groups, self.bias)
+
+
+def mbconv_convs(cin: int, cout: int, k: int, e: int, stride: int, size: int, use_se: bool,
+                 expand: bool = True) -> tuple[tuple[Conv, ...], int]:
+    """(convolutions, output size) of one MBConv block on a `size` x `size` input: 1x1 expand (unless
+    `expand` is False), k x k depthwise, optional squeeze-and-excitation, 1x1 project."""
     from hwnas.channels import expand_channels, se_channels
 
     mid = expand_channels(cin, e) if expand else cin
     out = out_size(size, k, stride)
-    pw = conv_cost(mid, cout, 1, out, out)
-    if expand:
-        pw = pw + conv_cost(cin, mid, 1, size, size)
-    dw = conv_cost(mid, mid, k, size, out, groups=mid)
-    se = np.zeros(3)
-    extra_act = 0.0
+    convs = [Conv("pw", cin, mid, 1, size, size)] if expand else []
+    convs.append(Conv("dw", mid, mid, k, size, out, groups=mid))
     if use_se:
         s = se_channels(mid)
-        se = conv_cost(mid, s, 1, 1, 1, bias=True) + conv_cost(s, mid, 1, 1, 1, bias=True)
+        convs += [Conv("se", mid, s, 1, 1, 1, bias=True, bn=False), Conv("se", s, mid, 1, 1, 1, bias=True, bn=False)]
+    convs.append(Conv("pw", mid, cout, 1, out, out))
+    return tuple(convs), out
+
+
+@functools.lru_cache(maxsize=65536)
+def mbconv_cost(cin: int, cout: int, k: int, e: int, stride: int, size: int, use_se: bool,
+                residual: bool, expand: bool = True) -> np.ndarray:
+    """`COST_NAMES` of one MBConv block (`mbconv_convs`), plus the activation traffic of its SE
+    scaling and residual add."""
+    convs, out = mbconv_convs(cin, cout, k, e, stride, size, use_se, expand)
+    role = {r: sum((c.cost() for c in convs if c.role == r), np.zeros(3)) for r in ("pw", "dw", "se")}
+    extra_act = 0.0
+    if use_se:
+        mid = convs[1 if expand else 0].cout
         extra_act += 4 * 3 * mid * out * out  # pool reads, the scale multiply reads and writes
     if residual:
         extra_act += 4 * 3 * cout * out * out
-    convs = (2 if expand else 1) + 1 + (2 if use_se else 0)
-    return np.array([pw[0], dw[0], se[0], 0.0, pw[1] + dw[1] + se[1] + extra_act,
-                     pw[2] + dw[2] + se[2], convs, 1.0])
+    total = role["pw"] + role["dw"] + role["se"]
+    return np.array([role["pw"][0], role["dw"][0], role["se"][0], 0.0, total[1] + extra_act, total[2],
+                     len(convs), 1.0])
 
 
 @dataclass(frozen=True)
