@@ -3,4 +3,4 @@ documented `hwnas.space.Arch`); they are defined with the rest of that family in
 (its `arch`, `space`, `tables` and `plan` modules, gathered by its `space_names`)."""
 
 from hwnas.families.ofa_mbv3.space_names import *  # noqa: F401,F403
-from hwnas.families.ofa_mbv3.space_names import __all__ as __all__
+__all__ = sorted(name for name in dir() if not name.startswith("_"))  # the star import's names

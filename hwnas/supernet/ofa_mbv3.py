@@ -2,4 +2,4 @@
 layer); kept for existing imports."""
 
 from hwnas.families.ofa_mbv3.network_names import *  # noqa: F401,F403
-from hwnas.families.ofa_mbv3.network_names import __all__ as __all__
+__all__ = sorted(name for name in dir() if not name.startswith("_"))  # the star import's names
