@@ -420,8 +420,7 @@ def latency_fit(
 
         fam = get_family(family or DEFAULT_FAMILY)
         pred, report = fit_from_table(table, target, out,
-                                      width_mult=width_mult or (1.0 if fam.name == DEFAULT_FAMILY
-                                                                else fam.default_width),
+                                      width_mult=width_mult or fam.default_width,
                                       n_classes=classes or 1000, base=base, kinds=kinds, entries=entries,
                                       device=device or "", seed=seed, family=fam.name)
         report["path"] = str(out)
@@ -489,7 +488,7 @@ def latency_eval(
         raise InputError("give --table FILE.csv --target COLUMN, or --run DIR --device D")
     else:
         fam = get_family(family or DEFAULT_FAMILY)
-        width = width_mult if width_mult is not None else (1.0 if fam.name == DEFAULT_FAMILY else fam.default_width)
+        width = width_mult if width_mult is not None else fam.default_width
         report = evaluate_predictor(table, target, width_mult=width, n_classes=classes, family=fam.name, **settings)
     metrics = ("within_5", "within_10", "rmse_ms", "mape", "kendall_tau", "spearman_rho")
     if "heldout" in report:

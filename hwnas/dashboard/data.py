@@ -193,7 +193,7 @@ def arch_grid(arch) -> pd.DataFrame:
     """Long table for the per-block picture: row, column, colour value, label, used.
 
     A family whose searchable blocks all sit under a depth gene (its `slot_layout`): stages x
-    blocks, each cell labelled with its own genes and coloured by the last (the expand ratio of
+    blocks, each cell labelled with its own genes (first letter and value: k5 e6) and coloured by the last (the expand ratio of
     the MBConv families). Other families: one row per gene group, one cell per gene. Blocks or
     genes that do not run show —."""
     family = arch.family
@@ -208,7 +208,7 @@ def arch_grid(arch) -> pd.DataFrame:
         blocks: dict[int, int] = {}
         for s, slot in enumerate(layout.slots):
             blocks[slot.depth] = blocks.get(slot.depth, 0) + 1
-            label = " ".join(f"{names[c].rsplit('_', 1)[0]}{values[c]:g}" for c in slot.genes)
+            label = " ".join(f"{names[c][0]}{values[c]:g}" for c in slot.genes)  # e.g. "k5 e6"
             rows.append({"stage": f"stage {stages[slot.depth] + 1}", "block": blocks[slot.depth],
                          "expand": float(values[slot.genes[-1]]) if used[s] else None,
                          "used": bool(used[s]), "label": label if used[s] else "—"})

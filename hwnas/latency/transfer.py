@@ -48,7 +48,7 @@ class TransferPredictor(LatencyPredictor):
         super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
         if features != "none":
             feature_names(features, family)
-        if base is not None and not base._fitted:
+        if base is not None and not base.fitted:
             raise InputError("few-shot transfer needs a fitted source predictor as its base")
         if base is not None and base.meta.family != family:
             raise InputError(f"the source predictor is for {base.meta.family} subnets, these rows are "

@@ -26,12 +26,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hwnas.errors import DeviceError, InputError
+from hwnas.families.base import GeneArch
 from hwnas.profiling.anchors import build_timing_subnet, reference_arch, reference_key, run_anchor
 from hwnas.profiling.protocol import ProtocolSettings
 from hwnas.profiling.session import open_session
 from hwnas.profiling.store import MeasurementStore, stats_row
 from hwnas.run import RunConfig
-from hwnas.families.base import GeneArch
 
 __all__ = ["ProtocolSettings", "check_devices", "select_subnets", "reference_arch", "reference_key", "run_anchor",
            "build_timing_subnet", "block_key", "profile", "measure_subnets"]

@@ -35,8 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from hwnas.distributed import dist_info, init_distributed
 from hwnas.errors import CheckpointError, ConfigError, InputError
 from hwnas.families import DEFAULT_FAMILY
-from hwnas.fileio import atomic_write_json, atomic_write_text
 from hwnas.families.base import GeneArch
+from hwnas.fileio import atomic_write_json, atomic_write_text
 from hwnas.supernet.data import DataConfig, build_loaders, resize_batch
 
 __all__ = ["PhaseConfig", "TrainConfig", "Phase", "build_phases", "train_supernet", "load_train_config",

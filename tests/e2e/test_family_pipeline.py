@@ -106,5 +106,5 @@ def test_every_stage_runs_on_a_run_of_the_family(family, tmp_path, capsys):
     assert subnet in set(front["id"]) and loaded.arch.describe() in set(front["arch"])  # as the family describes it
     assert dash.latency_pairs(files, "cpu-ort")["predicted_ms"].gt(0).all()
     assert not dash.front_on(files, "cpu-ort").empty
-    grid = dash.arch_grid(loaded.arch)  # the default family's as stages x blocks, the others' per gene
+    grid = dash.arch_grid(loaded.arch)  # stages x blocks where every slot has a depth gene, else per gene
     assert grid["used"].any() and ((grid["label"] == "—") == ~grid["used"]).all()

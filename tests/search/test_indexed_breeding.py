@@ -15,6 +15,7 @@ from hwnas.search.problem import Problem
 from hwnas.search.slots import space_slots
 from hwnas.space import SearchSpace
 
+
 @pytest.fixture
 def space(family):
     return family.space_from_dict({"r": "32:48:4"})

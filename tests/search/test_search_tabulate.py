@@ -4,12 +4,12 @@ and the test-only one)."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from hwnas.families import DEFAULT_FAMILY, get_family
 from hwnas.search.operators import sample_mixed
 from hwnas.search.problem import Problem
 from hwnas.search.tabulate import argmin_row, tabulate
+
 
 def _space(family, r="32:64:4"):
     return family.space_from_dict({"r": r})

@@ -24,7 +24,7 @@ import numpy as np
 
 from hwnas.errors import InputError
 from hwnas.families.base import Family, GeneArch
-from hwnas.families.ofa_mbv3.plan import MAX_DEPTH, N_SLOTS, N_STAGES, slots_used
+from hwnas.families.ofa_mbv3.plan import MAX_DEPTH, N_SLOTS, N_STAGES, RUNS
 
 __all__ = ["PAD_KS", "PAD_E", "FLAT_COLUMNS", "ROW_LEN", "as_int", "Arch"]
 
@@ -110,7 +110,7 @@ class Arch(FieldIdentity, GeneArch):
         w = float(w)
         if not w > 0:
             raise InputError(f"width multiplier w={w} must be positive")
-        used = slots_used([d])[0].tolist()
+        used = [u for depth in d for u in RUNS[depth]]
         ks = tuple(k if u else PAD_KS for k, u in zip(ks, used))
         e = tuple(x if u else PAD_E for x, u in zip(e, used))
         for name, value in (("ks", ks), ("e", e), ("d", d), ("r", r), ("w", w), ("codes", ks + e + d),

@@ -14,7 +14,7 @@ import numpy as np
 from hwnas.channels import expand_channels, make_divisible, se_channels
 from hwnas.families.mbconv import BlockSpec
 
-__all__ = ["N_STAGES", "MAX_DEPTH", "N_SLOTS", "slots_used", "KS_CHOICES", "E_CHOICES", "D_CHOICES", "BASE_WIDTHS",
+__all__ = ["N_STAGES", "MAX_DEPTH", "N_SLOTS", "RUNS", "slots_used", "KS_CHOICES", "E_CHOICES", "D_CHOICES", "BASE_WIDTHS",
            "STAGE_STRIDES", "STAGE_ACTS", "STAGE_SE", "StageSpec", "MBV3Plan", "mbv3_plan", "iter_blocks",
            "ofa_layout"]
 
@@ -23,6 +23,7 @@ N_STAGES = 5
 MAX_DEPTH = 4
 N_SLOTS = N_STAGES * MAX_DEPTH
 _RUNS = np.arange(MAX_DEPTH + 1)[:, None] > np.arange(MAX_DEPTH)  # [depth, j]: slot j runs at that depth
+RUNS = tuple(tuple(bool(v) for v in row) for row in _RUNS)  # the same, for one arch without numpy
 
 
 def slots_used(d: Any) -> np.ndarray:
