@@ -4,7 +4,7 @@ recalibration) vs. the same architectures trained from scratch with the same epo
 Budget: each from-scratch network trains alone for --epochs (default 20) with the supernet's recipe
 for its full network (SGD + Nesterov, 1 warm-up epoch then cosine from lr 0.1, label smoothing,
 weight decay, the same flips and shifts, batch 128), at its own fixed resolution. The shipped
-Fashion-MNIST supernet trained 80 epochs in all (6 stages), 3-4 subnets a step, shared by every
+Fashion-MNIST supernet trained 96 epochs in all (7 stages), 3-4 subnets a step, shared by every
 subnet; 20 epochs alone is what this 2-core machine affords for 6 networks (the largest takes ~5
 min an epoch on one core). Both sides are scored on the official 10,000-image test split.
 
