@@ -193,9 +193,9 @@ def arch_grid(arch) -> pd.DataFrame:
     """Long table for the per-block picture: row, column, colour value, label, used.
 
     A family whose searchable blocks all sit under a depth gene (its `slot_layout`): stages x
-    blocks, each cell labelled with its own genes (first letter and value: k5 e6) and coloured by the last (the expand ratio of
-    the MBConv families). Other families: one row per gene group, one cell per gene. Blocks or
-    genes that do not run show —."""
+    blocks, each cell labelled with its own genes (first letter and value: k5 e6) and coloured by
+    the last (the expand ratio of the MBConv families). Other families: one row per gene group,
+    one cell per gene. Blocks or genes that do not run show —."""
     family = arch.family
     row = np.asarray([arch.to_row()])
     names = family.flat_columns()

@@ -46,10 +46,7 @@ def out_size(size: int, k: int, stride: int) -> int:
 def conv_cost(cin: int, cout: int, k: int, size_in: int, size_out: int, groups: int = 1,
               bias: bool = False) -> np.ndarray:
     """[macs, act_bytes, weight_bytes] of one convolution (BN folded: no extra traffic)."""
-    weights = cout * (cin // groups) * k * k
-    return np.array([weights * size_out * size_out,
-                     4 * (cin * size_in * size_in + cout * size_out * size_out),
-                     4 * (weights + (cout if bias else 0))], dtype=np.float64)
+    return Conv("", cin, cout, k, size_in, size_out, groups, bias).cost()
 
 
 @dataclass(frozen=True)
@@ -81,7 +78,9 @@ class Conv:
         return self.weights + (self.cout if self.bias else 0) + (2 * self.cout if self.bn else 0)
 
     def cost(self) -> np.ndarray:
-        return conv_cost(self.cin, self.cout, self.k, self.size_in, self.size_out, self.groups, self.bias)
+        """[macs, act_bytes, weight_bytes] (`conv_cost`; BN folded: no extra traffic)."""
+        return np.array([self.macs, 4 * (self.cin * self.size_in ** 2 + self.cout * self.size_out ** 2),
+                         4 * (self.weights + (self.cout if self.bias else 0))], dtype=np.float64)
 
 
 def mbconv_convs(cin: int, cout: int, k: int, e: int, stride: int, size: int, use_se: bool,
