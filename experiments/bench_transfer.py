@@ -5,7 +5,8 @@ fine-tuning one subnet alone.
     (exactly the command a user runs, timed as a whole), then the same 8 subnets (smallest,
     largest, 6 spread by MACs over the resolutions both spaces share) evaluated on the target's
     test split in the transferred supernet and in the target's supernet trained from scratch (its
-    training time from its own log).
+    training time from its own log); and 8 more spread over the source's whole space (resolutions
+    the from-scratch supernet lacks included), transferred only.
 (b) finetune: 5 subnets of SOURCE (smallest, largest, 3 spread by MACs) fine-tuned alone on
     SOURCE's data for each of --epochs (default 1 and 3), top-1 on the test split before and after
     with the binomial standard error of that split beside it.
@@ -95,6 +96,10 @@ def part_transfer(args) -> dict:
     scratch_s = _logged_seconds(Path(f"{scratch}_train_log.jsonl"))
     rows = [{"arch": a.describe(), "r": a.r, "transferred": t["top1"], "scratch": s["top1"], "n": t["n"]}
             for a, t, s in zip(archs, transferred, from_scratch)]
+    # the whole space too (the resolutions below the from-scratch supernet's have no baseline)
+    whole = spread_archs(src_space, 8, seed=1)
+    whole_rows = [{"arch": a.describe(), "r": a.r, "transferred": t["top1"], "n": t["n"]}
+                  for a, t in zip(whole, evaluate(out / "supernet", whole, target))]
     mean_t = float(np.mean([r["transferred"] for r in rows]))
     mean_s = float(np.mean([r["scratch"] for r in rows]))
     return {"command": " ".join(cmd[2:]), "source": args.source, "target": args.target,
@@ -104,7 +109,9 @@ def part_transfer(args) -> dict:
             "gap": round(mean_t - mean_s, 2), "min_transferred": min(r["transferred"] for r in rows),
             "timed": "its own train log (--run)" if args.run else "this script, the whole command",
             "loadavg_before": [round(v, 2) for v in load_before],
-            "test_images": rows[0]["n"], "se_at_mean": binomial_se(mean_t, rows[0]["n"]), "subnets": rows}
+            "test_images": rows[0]["n"], "se_at_mean": binomial_se(mean_t, rows[0]["n"]), "subnets": rows,
+            "whole_space": {"mean": round(float(np.mean([r["transferred"] for r in whole_rows])), 2),
+                            "min": min(r["transferred"] for r in whole_rows), "subnets": whole_rows}}
 
 
 def _logged_seconds(log: Path) -> float:

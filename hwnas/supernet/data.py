@@ -330,7 +330,9 @@ def _mnist_embedded(cfg: DataConfig) -> _Splits:
     images = torch.from_numpy(np.array(x)[:, None])  # a writable copy (the idx bytes are read-only)
     labels = torch.from_numpy(y.astype(np.int64))
     split = stratified_split(labels.numpy(), cfg.val_fraction, cfg.test_fraction, cfg.seed)
-    return _array_splits(images, labels, [str(i) for i in range(10)], split, flip=False)
+    # digits are never flipped (a mirrored 2 or 7 is no digit), but shifted like Fashion-MNIST
+    return _array_splits(images, labels, [str(i) for i in range(10)], split, flip=False,
+                         shift=2 if cfg.augment else 0)
 
 
 def _fashion_mnist(cfg: DataConfig) -> _Splits:

@@ -30,7 +30,7 @@ __all__ = ["TRANSFER_RECIPE", "CLASSIFIER", "source_stem", "transfer_config", "l
 #: Fashion-MNIST supernet carried to the embedded MNIST digits, experiments/bench_transfer.py)
 TRANSFER_RECIPE: dict[str, Any] = {
     "phases": {"full": {"epochs": 2, "lr": 0.02, "warmup_epochs": 0.5},
-               "elastic": {"epochs": 8, "lr": 0.02}},
+               "elastic": {"epochs": 16, "lr": 0.02}},
     "distill": "inplace", "sandwich": True, "subnets_per_step": 4, "kd_ratio": 1.0,
     "label_smoothing": 0.1, "weight_decay": 3e-5, "checkpoint_every": 50,
 }

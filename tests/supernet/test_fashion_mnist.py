@@ -150,4 +150,4 @@ def test_augmentation_is_the_training_loops_and_seeded(embedded):
     shifted = embedded.augment(torch.full((4, 3, 28, 28), 5.0), torch.Generator().manual_seed(2))
     assert all(v == 5.0 or abs(v - background) < 1e-6 for v in shifted.unique().tolist())
     mnist = build_loaders(DataConfig(name="mnist-embedded"))
-    assert not mnist.augment  # digits are never flipped or shifted
+    assert not mnist.augment.flip and mnist.augment.shift == 2  # digits are shifted, never flipped
