@@ -13,6 +13,7 @@ fine-tuning one subnet alone.
 
     .venv/bin/python experiments/bench_transfer.py --part transfer [--run runs/transfer-mnist]
     .venv/bin/python experiments/bench_transfer.py --part finetune [--data fashion-mnist:/usr/share/datasets/fashion-mnist]
+    .venv/bin/python experiments/bench_transfer.py --part recipes --runs runs/a runs/b   # recipe choice
 
 Writes experiments/results/transfer.json (each part under its own key; a part rerun replaces it).
 """
@@ -114,6 +115,27 @@ def part_transfer(args) -> dict:
                             "min": min(r["transferred"] for r in whole_rows), "subnets": whole_rows}}
 
 
+def part_recipes(args) -> dict:
+    """Finished transfer runs (--runs, e.g. one per candidate recipe) on the same 12 subnets of the
+    source's whole space: smallest, largest, 10 uniform (seed 1), target's test split."""
+    from hwnas.space import SearchSpace
+    from hwnas.supernet.checkpoint import load_checkpoint_meta
+    from hwnas.supernet.data import DataConfig
+    from hwnas.supernet.transfer import source_stem
+
+    space = SearchSpace.from_dict(load_checkpoint_meta(source_stem(args.source))["space"])
+    archs = [space.min_arch(), space.max_arch()] + space.sample(10, np.random.default_rng(1))
+    runs = {}
+    for run in args.runs:
+        meta = load_checkpoint_meta(Path(run) / "supernet")
+        top1 = [t["top1"] for t in evaluate(Path(run) / "supernet", archs, DataConfig.from_spec(args.target))]
+        runs[run] = {"recipe": meta.get("extra", {}).get("config", {}).get("phases"),
+                     "seconds": round(_logged_seconds(Path(run) / "train_log.jsonl"), 1),
+                     "mean": round(float(np.mean(top1)), 2), "min": min(top1), "top1": top1}
+        print(run, runs[run]["mean"], runs[run]["min"], flush=True)
+    return {"target": args.target, "archs": [a.describe() for a in archs], "runs": runs}
+
+
 def _logged_seconds(log: Path) -> float:
     """A run's training time as its log says: the last epoch's elapsed_s (counted from the start of
     the process that wrote it, so only for runs trained in one go, as both sides here were)."""
@@ -152,19 +174,20 @@ def part_finetune(args) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=("transfer", "finetune"), required=True)
+    ap.add_argument("--part", choices=("transfer", "finetune", "recipes"), required=True)
     ap.add_argument("--source", default="shipped")
     ap.add_argument("--target", default="mnist-embedded", help="(a) the dataset carried to")
     ap.add_argument("--run", default=None, help="(a) a finished transfer run of exactly that command: "
                     "evaluate it instead of training one (its time from its log)")
     ap.add_argument("--data", default=None, help="(b) fine-tuning data (default: the supernet's)")
+    ap.add_argument("--runs", nargs="+", default=[], help="(recipes) finished transfer runs to compare")
     ap.add_argument("--epochs", type=int, nargs="+", default=[1, 3])
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         args.work = args.work or tmp
-        result = part_transfer(args) if args.part == "transfer" else part_finetune(args)
+        result = {"transfer": part_transfer, "finetune": part_finetune, "recipes": part_recipes}[args.part](args)
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
     results[args.part] = {**result, "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version()}}
     OUT.write_text(json.dumps(results, indent=1) + "\n")
