@@ -15,7 +15,8 @@ fine-tuning one subnet alone.
     .venv/bin/python experiments/bench_transfer.py --part finetune [--data fashion-mnist:/usr/share/datasets/fashion-mnist]
     .venv/bin/python experiments/bench_transfer.py --part recipes --runs runs/a runs/b   # recipe choice
 
-Writes experiments/results/transfer.json (each part under its own key; a part rerun replaces it).
+Writes experiments/results/transfer.json (each part under its own key, fine-tuning on --data under
+"finetune <data>"; a part rerun replaces it).
 """
 
 from __future__ import annotations
@@ -189,7 +190,8 @@ def main() -> None:
         args.work = args.work or tmp
         result = {"transfer": part_transfer, "finetune": part_finetune, "recipes": part_recipes}[args.part](args)
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
-    results[args.part] = {**result, "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version()}}
+    key = args.part if args.part != "finetune" or not args.data else f"finetune {args.data}"
+    results[key] = {**result, "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version()}}
     OUT.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "subnets"}, indent=1))
 
