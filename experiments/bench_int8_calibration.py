@@ -48,9 +48,9 @@ for w in which:
         fp32 = sub(X).numpy().argmax(1)
     d = Path(tempfile.mkdtemp())
     export_onnx(sub, torch.zeros(1, 3, r, r), d / "fp32.onnx")
-    graph = onnx.load(str(d / "fp32.onnx")).graph
-    stem = stem_convolutions(onnx.ModelProto(graph=graph))
-    floats = {"none": [], "stem": stem, "ends": stem + [n.name for n in graph.node if n.op_type == "Gemm"]}
+    fp32_model = onnx.load(str(d / "fp32.onnx"))
+    stem = stem_convolutions(fp32_model)
+    floats = {"none": [], "stem": stem, "ends": stem + [n.name for n in fp32_model.graph.node if n.op_type == "Gemm"]}
     print(w, arch.describe(), "fp32", 100 * (fp32 == Y).mean(), flush=True)
     for method, n, pct, keep in configs:
         imgs = spread_images(calib.dataset, n, r)[0]

@@ -126,10 +126,11 @@ def part_recipes(args) -> dict:
 
     space = SearchSpace.from_dict(load_checkpoint_meta(source_stem(args.source))["space"])
     archs = [space.min_arch(), space.max_arch()] + space.sample(10, np.random.default_rng(1))
+    target = DataConfig.from_spec(args.target)
     runs = {}
     for run in args.runs:
         meta = load_checkpoint_meta(Path(run) / "supernet")
-        top1 = [t["top1"] for t in evaluate(Path(run) / "supernet", archs, DataConfig.from_spec(args.target))]
+        top1 = [t["top1"] for t in evaluate(Path(run) / "supernet", archs, target)]
         runs[run] = {"recipe": meta.get("extra", {}).get("config", {}).get("phases"),
                      "seconds": round(_logged_seconds(Path(run) / "train_log.jsonl"), 1),
                      "mean": round(float(np.mean(top1)), 2), "min": min(top1), "top1": top1}
