@@ -13,6 +13,8 @@ min an epoch on one core). Both sides are scored on the official 10,000-image te
     # on two cores, two processes, each training half of the architectures (by MACs):
     .venv/bin/python experiments/bench_supernet_vs_scratch.py --part scratch --shard 0/2 &
     .venv/bin/python experiments/bench_supernet_vs_scratch.py --part scratch --shard 1/2
+    # on a GPU machine (the rows record where they trained; scoring stays on the CPU):
+    .venv/bin/python experiments/bench_supernet_vs_scratch.py --part scratch --device cuda
 
 Writes experiments/results/supernet_vs_scratch.json (per-arch results are kept as they finish, and
 each network's training is saved after every epoch under --state, so an interrupted run continues
@@ -69,19 +71,34 @@ def shard_of(macs: list[int], shards: int) -> list[int]:
     return owner
 
 
-def train_from_scratch(arch: Arch, cfg, loaders, epochs: int, seed: int, resume: Path) -> dict:
+def train_from_scratch(arch: Arch, cfg, loaders, epochs: int, seed: int, resume: Path,
+                       device: str = "cpu") -> dict:
     """The supernet's own recipe for its full network (lr, warm-up, weight decay, label smoothing,
-    augmentation, batch), one network alone, no teacher; resumable after every epoch."""
+    augmentation, batch), one network alone, no teacher; resumable after every epoch. Trained on
+    `device`, scored on the CPU like the supernet's subnets."""
     torch.manual_seed(seed)
-    net = MobileNetV3Subnet(arch, n_classes=loaders.n_classes, dropout=cfg.dropout)
+    net = MobileNetV3Subnet(arch, n_classes=loaders.n_classes, dropout=cfg.dropout).to(device)
     full = cfg.phases["full"]
     settings = FinetuneSettings(epochs=epochs, lr=full.lr, batch_size=cfg.data.batch_size, kd_ratio=0.0,
                                 label_smoothing=cfg.label_smoothing, weight_decay=cfg.weight_decay,
                                 seed=seed, warmup_epochs=full.warmup_epochs)
     t0 = time.time()
-    train_alone(net, loaders, arch.r, settings, resume=resume)  # scratch_train_s: this call's epochs
-    res = evaluate(net.eval(), loaders.test, resolution=arch.r)
+    seen: set[str] = set()
+
+    def log_epochs(step: int, steps: int, text: str) -> None:  # a line as each epoch starts
+        epoch = text.split()[1]
+        if epoch not in seen:
+            seen.add(epoch)
+            print(f"{time.strftime('%H:%M:%S')} {arch.id} {text}", flush=True)
+
+    train_alone(net, loaders, arch.r, settings, resume=resume, progress=log_epochs)  # scratch_train_s: this call's epochs
+    res = evaluate(net.cpu().eval(), loaders.test, resolution=arch.r)
     return {"top1": res["top1"], "loss": res["loss"], "train_s": round(time.time() - t0, 1)}
+
+
+def device_name(device: str) -> str:
+    """What trained a row: "cpu (1 thread)" or the GPU's name."""
+    return torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu (1 thread)"
 
 
 def main() -> None:
@@ -95,6 +112,8 @@ def main() -> None:
                     "evenly spaced MACs quantiles between")
     ap.add_argument("--state", type=Path, default=ROOT.parent / "runs" / "scratch",
                     help="where each network's training is saved after every epoch (resumed from)")
+    ap.add_argument("--device", default="cpu", help="where the from-scratch networks train: cpu, or cuda "
+                    "on a GPU machine (each row records it)")
     ap.add_argument("--shard", default="0/1", help="K/N: train only the K-th of N MACs-balanced shares of "
                     "the architectures (parallel processes share the results file under a lock)")
     args = ap.parse_args()
@@ -110,10 +129,16 @@ def main() -> None:
     shard, shards = (int(v) for v in args.shard.split("/"))
     owner = shard_of([count_params_macs(a, loaders.n_classes)[1] for a in archs], shards)
     rows: dict[str, dict] = {}
+    here = {"platform": platform.platform(), "processor": platform.processor(), "python": platform.python_version(),
+            "torch": torch.__version__, "threads": 1, "trained_on": device_name(args.device)}
+    machines: list[dict] = []  # every machine that trained rows of the file
 
     def merge() -> None:
         """Re-read the file (another shard may have written rows since) and keep every result."""
         results = json.loads(out.read_text()) if out.exists() else {}
+        for m in [*results.get("machines", []), here]:
+            if m not in machines:
+                machines.append(m)
         for r in results.get("rows", []):
             rows[r["id"]] = {**r, **rows.get(r["id"], {})}
         for a in archs:
@@ -134,8 +159,7 @@ def main() -> None:
             "benchmark": "supernet subnets (BN-recalibrated) vs. trained from scratch, test top-1 %",
             "command": "python " + " ".join(sys.argv),
             "dataset": cfg.data.name, "scratch_epochs": epochs, "config": str(config.relative_to(ROOT.parent)),
-            "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                        "python": platform.python_version(), "torch": torch.__version__, "threads": 1},
+            "machines": machines,
             "summary": {"n": len(done), "mean_gap_pts": round(float(np.mean(gaps)), 2) if gaps else None,
                         "median_gap_pts": round(float(np.median(gaps)), 2) if gaps else None,
                         "worst_gap_pts": round(float(np.min(gaps)), 2) if gaps else None},
@@ -151,9 +175,9 @@ def main() -> None:
             if rows[a.id].get("scratch_epochs") == epochs or owner[i] != shard:
                 continue  # done with this budget (a row trained with another is trained again)
             res = train_from_scratch(a, cfg, loaders, epochs, seed=cfg.seed,
-                                     resume=args.state / f"{cfg.data.name}-{a.id}-{epochs}ep")
+                                     resume=args.state / f"{cfg.data.name}-{a.id}-{epochs}ep", device=args.device)
             rows[a.id].update(scratch_top1=round(res["top1"], 2), scratch_epochs=epochs,
-                              scratch_train_s=res["train_s"])
+                              scratch_train_s=res["train_s"], scratch_device=device_name(args.device))
             print(f"[{i + 1}/{len(archs)}] {a.describe()}  scratch {res['top1']:.2f}%  ({res['train_s']} s)",
                   flush=True)
             save()

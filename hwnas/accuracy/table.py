@@ -8,7 +8,8 @@ chunks, each appended atomically under the run's lock, and a rerun evaluates onl
 The sample is prefix-stable: asking for more subnets later extends the same list.
 
 Under ``torchrun --nproc_per_node N -m hwnas accuracy build ...`` every rank evaluates its share of
-each chunk and rank 0, the only writer, merges them (torch.distributed, gloo or NCCL).
+each chunk and rank 0, the only writer, merges them (torch.distributed over gloo: subnets are
+evaluated on the CPU).
 """
 
 from __future__ import annotations
@@ -162,9 +163,7 @@ def evaluate_into_table(run, archs, name: str, *, split: str, seed: int, bn_imag
     from hwnas.supernet.pretrained import data_config_of, load_supernet
 
     path = Path(run.run_dir) / name
-    import torch
-
-    rank, world = init_distributed("cuda" if torch.cuda.is_available() else "cpu")
+    rank, world = init_distributed("cpu")  # subnets are evaluated on the CPU: gloo gathers their rows
     space = run.space
     table = read_accuracy_table(run.run_dir, name, space)
     done = set(table["id"].astype(str))

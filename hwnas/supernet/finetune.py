@@ -101,6 +101,8 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
                     progress: Callable[[int, int, str], Any] | None = None) -> dict[str, Any]:
     """Fine-tune `arch` (an arch of the run's space) and store it in the run; returns the record
     (top-1 before and after on val and test, epochs, time)."""
+    import torch
+
     from hwnas.supernet.bn import evaluate, recalibrate_bn
     from hwnas.supernet.checkpoint import save_checkpoint
     from hwnas.supernet.data import build_loaders, calibration_loader
@@ -128,8 +130,11 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
     teacher = calibrated(model.get_subnet(run.space.max_arch(arch.r))).requires_grad_(False)
     del model
     started = time.time()
-    train_alone(student, loaders, arch.r, settings, teacher=teacher, progress=progress,
-                family=run.family.name)
+    # on a GPU when torch sees one; BN calibration and evaluation stay on the CPU, as everywhere else
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    train_alone(student.to(device), loaders, arch.r, settings, teacher=teacher.to(device),
+                progress=progress, family=run.family.name)
+    student, teacher = student.cpu(), None
     calibrated(student)
     after = {split: evaluate(student, getattr(loaders, split), resolution=arch.r)
              for split in ("val", "test")}
@@ -140,7 +145,7 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
               "top1_before": {k: round(v, 2) for k, v in before.items()},
               "top1_after": {k: round(v["top1"], 2) for k, v in after.items()},
               "n": {k: v["n"] for k, v in after.items()}, "train_images": len(loaders.train.dataset),
-              "seconds": round(time.time() - started, 1)}
+              "seconds": round(time.time() - started, 1), "trained_on": device}
     _publish(run, arch.id, lambda stem: save_checkpoint(
         stem, student, {"family": run.family.name, "n_classes": int(meta["n_classes"]),
                         "dataset": loaders.dataset, "class_names": loaders.class_names,
@@ -154,7 +159,8 @@ def train_alone(student: Any, loaders: Any, r: int, settings: FinetuneSettings, 
                 resume: str | os.PathLike[str] | None = None, family: str = DEFAULT_FAMILY) -> Any:
     """Train one static network at resolution `r` on the training split: cross-entropy on the
     labels, plus distillation from `teacher`'s soft output when one is given, SGD + Nesterov with
-    a warm-up then cosine decay, the data's augmentation. `resume`: a checkpoint stem saved after
+    a warm-up then cosine decay, the data's augmentation. Trains on the device `student` is on
+    (the teacher is moved there). `resume`: a checkpoint stem saved after
     every epoch (weights, optimizer, RNG) and continued from when it exists, so a run of many
     epochs survives being stopped (`family`: the student's, recorded there). Returns the trained
     `student`."""
@@ -176,6 +182,9 @@ def train_alone(student: Any, loaders: Any, r: int, settings: FinetuneSettings, 
                                 momentum=0.9, nesterov=True)
     steps, warm = settings.epochs * per_epoch, int(settings.warmup_epochs * per_epoch)
     student = student.to(memory_format=torch.channels_last).train()
+    device = next(student.parameters()).device  # trains where the student is (a GPU when moved there)
+    if teacher is not None:
+        teacher = teacher.to(device)
     # what a saved epoch must match to be continued
     what = {"settings": asdict(settings), "r": r, "teacher": teacher is not None, "dataset": loaders.dataset,
             "train_images": len(loader.dataset)}
@@ -192,7 +201,9 @@ def train_alone(student: Any, loaders: Any, r: int, settings: FinetuneSettings, 
         for x, y in loader:
             if len(y) < settings.batch_size or step >= (epoch + 1) * per_epoch:
                 continue  # the last partial batch
-            x = resize_batch(loaders.augment(x, generator), r).contiguous(memory_format=torch.channels_last)
+            # augmentation draws from a CPU generator on CPU batches: the same images on any device
+            x = resize_batch(loaders.augment(x, generator).to(device, non_blocking=True), r)
+            x, y = x.contiguous(memory_format=torch.channels_last), y.to(device, non_blocking=True)
             for group in optimizer.param_groups:
                 group["lr"] = cosine_lr(settings.lr, step, steps, warm)
             logits = student(x)

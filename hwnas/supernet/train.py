@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from hwnas.distributed import dist_info, init_distributed
+from hwnas.distributed import dist_info, init_distributed, process_device
 from hwnas.errors import CheckpointError, ConfigError, InputError
 from hwnas.families import DEFAULT_FAMILY
 from hwnas.families.base import GeneArch
@@ -337,7 +336,7 @@ def _train_supernet(cfg: TrainConfig, out: Path,
     from hwnas.families import get_family
 
     rank, world = dist_info()
-    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu")
+    device = process_device()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     init_distributed(device.type)

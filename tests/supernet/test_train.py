@@ -123,7 +123,8 @@ def test_torchrun_two_cpu_processes(tmp_path):
            "-m", "hwnas", "train", "--out", str(out)]
     for item in [*TINY, "phases.depth.epochs=0", "phases.expand.epochs=0"]:
         cmd += ["--set", item]
-    proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600)
+    # CPU processes on any machine (a GPU machine would give each its own GPU, and NCCL)
+    proc = subprocess.run(cmd, env={**ENV, "CUDA_VISIBLE_DEVICES": ""}, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [r["phase"] for r in log] == ["full", "kernel"]  # rank 0 alone writes the log
@@ -161,3 +162,22 @@ def test_other_families_train_with_their_own_phases(family, tmp_path):
     assert meta["family"] == family and model.family.name == family and meta["n_classes"] == 10
     sub = model.get_subnet(cfg.search_space().sample(1, 0)[0])
     assert sub(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+
+
+@pytest.mark.parametrize("gpus, local_rank, expected", [(0, "1", "cpu"), (1, "0", "cuda:0"), (2, "1", "cuda:1"),
+                                                        (1, "1", "1 GPU(s)")])
+def test_each_process_gets_its_own_gpu_or_one_line(gpus, local_rank, expected, monkeypatch):
+    """Found on a 1-GPU machine: torchrun's second process asked CUDA for a GPU that does not exist
+    and died with "unexpected error"; it is now refused in one line that says what to do."""
+    from hwnas.distributed import process_device
+    from hwnas.errors import InputError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    if "GPU" in expected:
+        with pytest.raises(InputError, match="--nproc_per_node 1") as err:
+            process_device()
+        assert expected in str(err.value) and "\n" not in str(err.value)
+    else:
+        assert str(process_device()) == expected

@@ -61,3 +61,21 @@ def test_a_loader_of_other_batches_is_refused(loaders):
 
     with pytest.raises(InputError, match="batches of 3"):
         train_alone(_net(), loaders, 24, FinetuneSettings(epochs=1, batch_size=3))
+
+
+@pytest.mark.gpu
+def test_trains_where_the_student_is_and_resumes_anywhere(loaders, tmp_path):
+    """On a GPU: the student trains there (its CPU teacher is moved to it), and what it saved after
+    every epoch loads back on the CPU."""
+    from dataclasses import replace
+
+    settings = replace(SETTINGS, kd_ratio=1.0)
+    start = _net()
+    student = train_alone(_net().cuda(), loaders, 24, settings, teacher=_net(), resume=tmp_path / "net")
+    assert next(student.parameters()).is_cuda
+    trained = {k: v.cpu() for k, v in student.state_dict().items()}
+    assert any(not torch.equal(trained[k], v) for k, v in start.state_dict().items())
+    assert all(torch.isfinite(v.float()).all() for v in trained.values())
+    finished = train_alone(_net(), loaders, 24, settings, teacher=_net(), resume=tmp_path / "net")
+    for name, value in finished.state_dict().items():
+        assert torch.equal(value, trained[name]), name
