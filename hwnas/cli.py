@@ -1096,7 +1096,8 @@ def finetune_cmd(
     seed: int = seed_option(help="Seed of the data order and dropout."),
 ) -> None:
     """Fine-tune one subnet alone (distilling from the supernet's largest subnet); `hwnas export`
-    then ships its weights. Reports top-1 before and after on the test split."""
+    then ships its weights. Reports top-1 before and after on the test split. Trains on a GPU when
+    torch sees one."""
     from hwnas.export.resolve import resolve_subnet
     from hwnas.run import open_run
     from hwnas.supernet.finetune import FinetuneSettings

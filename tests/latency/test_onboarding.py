@@ -29,6 +29,22 @@ def test_choose_prefers_a_transfer_within_one_standard_error_of_the_winner():
         choose(rows, np.stack([near, best, far]), "best-guess")
 
 
+def test_a_transfer_missing_many_more_rows_is_not_kept_for_its_squared_error():
+    """A noisy profile: the fit is within +-10% on all but 5 outliers, the prior misses 26 of 60
+    rows by a little; its mean squared log error is the lower, its hit rate clearly worse."""
+    best = np.full(60, 0.004)
+    best[:5] = 0.3  # outliers (noise) inflate the fit's squared error and its standard error
+    prior = np.full(60, 0.003)
+    prior[10:36] = 0.015  # 26 rows just outside +-10% (log(1.1)**2 = 0.0091)
+    rows = [{"index": 0, "kind": "transfer", "within_10": 34 / 60, "rmse_log": float(np.sqrt(prior.mean()))},
+            {"index": 1, "kind": "analytic", "within_10": 55 / 60, "rmse_log": float(np.sqrt(best.mean()))}]
+    assert prior.mean() < best.mean()
+    assert choose(rows, np.stack([prior, best])) == 1
+    close = best.copy()
+    close[0], close[5:7] = 0.004, 0.015  # one outlier fewer, two near misses more: a tie, kept
+    assert choose(rows, np.stack([close, best])) == 0
+
+
 def test_shipped_prior_is_retargeted_and_joins_the_candidates():
     (prior,) = runtime_priors("ofa-mbv3", 1.2, 1000)
     assert prior.meta.n_classes == 1000 and prior.meta.width_mult == 1.2 and prior.meta.notes["prior"] == "cpu-ort"
