@@ -91,7 +91,8 @@ def train_from_scratch(arch: Arch, cfg, loaders, epochs: int, seed: int, resume:
             seen.add(epoch)
             print(f"{time.strftime('%H:%M:%S')} {arch.id} {text}", flush=True)
 
-    train_alone(net, loaders, arch.r, settings, resume=resume, progress=log_epochs)  # scratch_train_s: this call's epochs
+    # scratch_train_s: this call's epochs
+    train_alone(net, loaders, arch.r, settings, resume=resume, progress=log_epochs)
     res = evaluate(net.cpu().eval(), loaders.test, resolution=arch.r)
     return {"top1": res["top1"], "loss": res["loss"], "train_s": round(time.time() - t0, 1)}
 
@@ -129,8 +130,9 @@ def main() -> None:
     shard, shards = (int(v) for v in args.shard.split("/"))
     owner = shard_of([count_params_macs(a, loaders.n_classes)[1] for a in archs], shards)
     rows: dict[str, dict] = {}
+    trained_on = device_name(args.device)
     here = {"platform": platform.platform(), "processor": platform.processor(), "python": platform.python_version(),
-            "torch": torch.__version__, "threads": 1, "trained_on": device_name(args.device)}
+            "torch": torch.__version__, "threads": 1, "trained_on": trained_on}
     machines: list[dict] = []  # every machine that trained rows of the file
 
     def merge() -> None:
@@ -177,7 +179,7 @@ def main() -> None:
             res = train_from_scratch(a, cfg, loaders, epochs, seed=cfg.seed,
                                      resume=args.state / f"{cfg.data.name}-{a.id}-{epochs}ep", device=args.device)
             rows[a.id].update(scratch_top1=round(res["top1"], 2), scratch_epochs=epochs,
-                              scratch_train_s=res["train_s"], scratch_device=device_name(args.device))
+                              scratch_train_s=res["train_s"], scratch_device=trained_on)
             print(f"[{i + 1}/{len(archs)}] {a.describe()}  scratch {res['top1']:.2f}%  ({res['train_s']} s)",
                   flush=True)
             save()

@@ -7,8 +7,8 @@ Criterion (``CRITERIA``; the default is ``one-se``):
   squared log error and a fraction of rows outside +-10% each within one standard error of the
   winner's (compared row by row): then the first such transfer. (The squared error alone let a
   prior with 57% of rows within +-10% beat a fit with 92% on a noisy 60-row quickstart profile: a
-  few outliers made its standard error wide.) At 20 rows the CV estimate of 15 candidates is noisy and a
-  richer model wins by luck; this keeps the prior unless the rows clearly say otherwise, and as
+  few outliers made its standard error wide.) At 20 rows the CV estimate of 15 candidates is noisy
+  and a richer model wins by luck; this keeps the prior unless the rows clearly say otherwise, and as
   rows arrive the standard error shrinks so the data overrides it. A runtime prior's transfer
   is a candidate at all only when the slope of the table's log-latency on the prior's (its
   plain rescale, fitted on every row) is within `PRIOR_SLOPE` (the device follows that runtime). (Applying the rule to every

@@ -101,8 +101,7 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
                     progress: Callable[[int, int, str], Any] | None = None) -> dict[str, Any]:
     """Fine-tune `arch` (an arch of the run's space) and store it in the run; returns the record
     (top-1 before and after on val and test, epochs, time)."""
-    import torch
-
+    from hwnas.distributed import process_device
     from hwnas.supernet.bn import evaluate, recalibrate_bn
     from hwnas.supernet.checkpoint import save_checkpoint
     from hwnas.supernet.data import build_loaders, calibration_loader
@@ -131,8 +130,8 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
     del model
     started = time.time()
     # on a GPU when torch sees one; BN calibration and evaluation stay on the CPU, as everywhere else
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    train_alone(student.to(device), loaders, arch.r, settings, teacher=teacher.to(device),
+    device = process_device()
+    train_alone(student.to(device), loaders, arch.r, settings, teacher=teacher,
                 progress=progress, family=run.family.name)
     student, teacher = student.cpu(), None
     calibrated(student)
@@ -145,7 +144,7 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
               "top1_before": {k: round(v, 2) for k, v in before.items()},
               "top1_after": {k: round(v["top1"], 2) for k, v in after.items()},
               "n": {k: v["n"] for k, v in after.items()}, "train_images": len(loaders.train.dataset),
-              "seconds": round(time.time() - started, 1), "trained_on": device}
+              "seconds": round(time.time() - started, 1), "trained_on": str(device)}
     _publish(run, arch.id, lambda stem: save_checkpoint(
         stem, student, {"family": run.family.name, "n_classes": int(meta["n_classes"]),
                         "dataset": loaders.dataset, "class_names": loaders.class_names,
