@@ -21,6 +21,14 @@ os.environ["HWNAS_STATE_DIR"] = tempfile.mkdtemp(prefix="hwnas-test-state-")
 atexit.register(shutil.rmtree, os.environ["HWNAS_STATE_DIR"], True)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (README's test command): one worker per core, at most 4. Each test runs one torch
+    thread (below), so workers scale with cores; every worker builds its own session fixtures, which
+    past a few workers costs more than it saves."""
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
 def pytest_collection_modifyitems(config, items):
     """`gpu` tests skip, with the reason, where no CUDA device exists."""
     if torch.cuda.is_available():

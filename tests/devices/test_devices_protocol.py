@@ -116,13 +116,13 @@ def test_measure_many_on_onnxruntime(tiny_net, make_net, example_input, tmp_path
     much bigger net stays much slower after correction."""
     backend = get_backend("cpu-ort")
     ref = backend.load(backend.compile(tiny_net, example_input, tmp_path / "ref"))
-    big = backend.load(backend.compile(make_net(96), example_input, tmp_path / "big"))
+    big = backend.load(backend.compile(make_net(256), example_input, tmp_path / "big"))  # ~250x the MACs: far past overhead
     res = measure_many({"ref": ref, "big": big}, ref, rounds=3, runs=8, warmup_runs=2,
                        warmup_s=0.02, ref_runs=5)
     s = res["ref"]
     assert s.corrected_ms == pytest.approx(s.median_ms, rel=0.25)
     assert s.corrected_ms == pytest.approx(s.ref_median_ms, rel=0.25)
-    assert res["big"].corrected_ms > 2 * s.corrected_ms
+    assert res["big"].corrected_ms > 3 * s.corrected_ms
     assert res["big"].n == 24 and len(res["big"].ref_ms) == 30
     assert res["big"].threads == 1 and res["big"].backend == "onnxruntime"
 
