@@ -7,7 +7,11 @@ smallest and --n random subnets of the teacher (the end of phase "full") and of 
 
     .venv/bin/python experiments/summarize_training.py --run runs/supernet-fashion --out experiments/results/supernet_fashion_training.json
 
-Writes the --out file (default: experiments/results/supernet_fashion_training.json). A run with
+    .venv/bin/python experiments/summarize_training.py --stem hwnas/assets/supernet_fashion --n 12
+
+(--stem without the run folder, e.g. on a fresh clone: the shipped checkpoint's own training log
+and meta stand in for the run's.) Writes the --out file (default:
+experiments/results/supernet_fashion_training.json). A run with
 in-place distillation has no frozen teacher: its "after full" block is then left out.
 """
 
@@ -52,18 +56,27 @@ def main() -> None:
                     help="evaluate this checkpoint as the final one (e.g. the shipped fp16 asset "
                          "hwnas/assets/supernet_fashion); default: the run's own")
     args = ap.parse_args()
-    log = [json.loads(line) for line in (args.run / "train_log.jsonl").read_text().splitlines() if line.strip()]
+    if args.run.is_dir():
+        log_file, meta_file = args.run / "train_log.jsonl", args.run / "supernet.json"
+    elif args.stem is not None:  # the run folder is gone (runs/ is not kept): the shipped log and meta
+        log_file = args.stem.parent / f"{args.stem.name}_train_log.jsonl"
+        meta_file = args.stem.parent / f"{args.stem.name}.json"
+    else:
+        print(f"{args.run} does not exist: name the training run with --run, or a shipped checkpoint "
+              "with --stem (e.g. hwnas/assets/supernet_fashion)", file=sys.stderr)
+        raise SystemExit(2)
+    log = [json.loads(line) for line in log_file.read_text().splitlines() if line.strip()]
     per_phase: dict[str, dict] = {}
     for rec in log:
         per_phase[rec["phase"]] = rec
-    final_meta = json.loads((args.run / "supernet.json").read_text())
+    final_meta = json.loads(meta_file.read_text())
     config = final_meta.get("extra", {}).get("config", {})
     full_space = SearchSpace.from_dict(final_meta["space"])
     teacher_space = SearchSpace.from_dict({**full_space.to_dict(), "ks": [max(full_space.ks_choices)],
                                            "e": [max(full_space.e_choices)], "d": [max(full_space.d_choices)]})
     result = {
         "command": "python " + " ".join(sys.argv),
-        "run": str(args.run), "final_checkpoint": str(args.stem or args.run / "supernet"), "config": config,
+        "run": str(args.run) if args.run.is_dir() else None, "final_checkpoint": str(args.stem or args.run / "supernet"), "config": config,
         "machine": {"platform": platform.platform(), "python": platform.python_version()},
         "per_phase_last_epoch_val": per_phase,
         "note": ("per-phase numbers are the training log's quick validation top-1 (a few validation "
@@ -71,7 +84,7 @@ def main() -> None:
                  "split, BN recalibrated on hwnas.supernet.data.BN_IMAGES = 2000 training images)"),
         "measured_now_test": {
             **({"after_full (teacher: k7 e6 d4, every r)": _evaluate(args.run / "teacher", 0, teacher_space)}
-               if (args.run / "teacher.json").exists() else {}),
+               if (args.run / "teacher.json").is_file() else {}),
             "final": _evaluate(args.stem or args.run / "supernet", args.n),
         },
         "epochs": len(log),
