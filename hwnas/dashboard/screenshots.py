@@ -62,13 +62,16 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 def settle(page, quiet_ms: int = 1500, timeout_s: float = 60) -> None:
-    """Wait until Streamlit has not been running for `quiet_ms`."""
+    """Wait until Streamlit has not been running, and the page has not changed, for `quiet_ms`.
+    The page too: on a loaded machine the browser can still be drawing a finished run's output
+    while the status widget is already hidden."""
     status = page.locator('[data-testid="stStatusWidget"]')
     deadline = time.time() + timeout_s
-    quiet_since = time.time()
+    quiet_since, size = time.time(), -1
     while time.time() < deadline:
-        if status.count() and status.is_visible():
-            quiet_since = time.time()
+        now = page.evaluate("() => document.body.innerHTML.length")
+        if now != size or (status.count() and status.is_visible()):
+            quiet_since, size = time.time(), now
         elif (time.time() - quiet_since) * 1000 > quiet_ms:
             return
         page.wait_for_timeout(100)

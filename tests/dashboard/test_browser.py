@@ -23,8 +23,11 @@ import pytest
 from hwnas.dashboard.screenshots import (ARGS, CHROMIUM, NARROW, WIDE, free_port, open_page, settle, shoot,
                                          start, stop)
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason="Debian chromium not installed (apt-get install chromium)")
+pytestmark = [
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium not installed (apt-get install chromium)"),
+    # one pytest-xdist worker (README's `--dist loadgroup`) builds the runs and serves them once
+    pytest.mark.xdist_group("browser"),
+]
 
 
 def children(pid: int) -> list[int]:
@@ -267,6 +270,7 @@ def test_compare_two_runs_with_a_budget_slider(page, runs, tmp_path):
 
 def test_predictor_quality_separates_held_out_points(page, tmp_path):
     open_page(page, "Predictor quality", "alpha")
+    page.get_by_text("Out-of-fold MAE").first.wait_for()  # the accuracy section comes last
     no_errors(page)
     labels = " | ".join(page.locator('[data-testid="stMetric"]').all_inner_texts())
     assert "Held-out: within ±10 %" in labels and "Cross-validation" in labels and "Training fit" in labels
