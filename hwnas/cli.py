@@ -1128,7 +1128,7 @@ def export_cmd(
                                        "bundles go). Default: RUN/exports/ID-DEVICE."),
     devices_file: Optional[Path] = DevicesOpt,
     calib_batches: Optional[int] = typer.Option(None, "--calib-batches", help="Training batches for BN "
-                                                "recalibration (default: the accuracy table's 1000 images)."),
+                                                "recalibration (default: the accuracy table's 2,000 images)."),
     verify_images: int = typer.Option(64, "--verify-images", help="Test images the exported model is checked on."),
     measure: bool = typer.Option(True, "--measure/--no-measure", help="Measure the latency on the device."),
     max_int8_drop: float = typer.Option(1.0, "--max-int8-drop", help="INT8 and bf16 devices: the most test "

@@ -92,7 +92,7 @@ def export_subnet(run_dir: str | Path, arch_or_id: GeneArch | str, device: str,
     Returns the bundle folder. Raises VerificationError after publishing a bundle that failed
     verification (marked failed), DeviceError for an unknown or unusable device, InputError for
     an unknown id. `calib_batches`: BN recalibration batches (default: the accuracy table's
-    1000 images). `max_int8_drop`: INT8 and bf16 devices only, the largest test top-1 drop
+    `BN_IMAGES`, 2,000 images). `max_int8_drop`: INT8 and bf16 devices only, the largest test top-1 drop
     (points) of the device's artifact below the fp32 subnet that still passes.
     """
     with _Exporter(run_dir, device, devices_file, calib_batches, verify_images, measure,
