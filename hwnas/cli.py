@@ -546,6 +546,8 @@ def agent_serve(
     """Serve this machine's devices to remote profilers (ONNX in, latency stats out)."""
     from hwnas.devices.agent import AgentLimits, serve
 
+    if not 0 < port < 65536:
+        raise InputError(f"--port must be within 1..65535, got {port}")
     given = {"run_timeout_s": run_timeout, "compile_timeout_s": compile_timeout,
              "request_timeout_s": request_timeout, "max_queue": max_queue,
              "max_connections": max_connections, "header_timeout_s": header_timeout,
@@ -604,13 +606,15 @@ def profile_cmd(
 ) -> None:
     """Measure subnets on devices into the run's measurement store (reruns skip what exists)."""
     from hwnas.profiling.protocol import ProtocolSettings
-    from hwnas.profiling.stage import profile
+    from hwnas.profiling.stage import check_devices, profile
     from hwnas.progress import make_progress
     from hwnas.run import open_run
 
     from hwnas.latency.auto_profile import AutoSettings, profile_auto
 
     if samples.strip().lower() == "auto":
+        if time_budget is not None and not time_budget > 0:
+            raise InputError(f"--time-budget is in minutes and must be positive, got {time_budget}")
         chosen: Any = AutoSettings(seed=seed, budget_s=None if time_budget is None else 60 * time_budget)
         chosen.check()
     elif time_budget is not None:
@@ -620,6 +624,10 @@ def profile_cmd(
             chosen = int(samples)
         except ValueError:
             raise InputError(f"--samples must be a number of subnets or 'auto', got {samples!r}") from None
+    for flag, value in (("--rounds", rounds), ("--runs", runs)):
+        if value < 1:
+            raise InputError(f"{flag} must be at least 1, got {value}")
+    check_devices(device, devices_file, reference)  # before the run folder is made
     cfg = open_run(run, supernet, data=_data_config(data))
     protocol = ProtocolSettings(rounds=rounds, runs=runs, seed=seed)
     with make_progress(err_console) as bar:
@@ -957,19 +965,23 @@ def accuracy_build(
     under `torchrun --nproc_per_node N -m hwnas accuracy build ...` the ranks share the work)."""
     import os
 
-    from hwnas.accuracy import build_accuracy_table
+    from hwnas.accuracy import build_accuracy_table, read_accuracy_table
     from hwnas.progress import EventProgress
     from hwnas.run import open_run
 
-    if samples < 1 or (bn_images is not None and bn_images < 1):
-        raise InputError(f"--samples and --bn-images must be at least 1, got {samples} and {bn_images}")
+    if samples < 1:
+        raise InputError(f"--samples must be at least 1, got {samples}")
+    if bn_images is not None and bn_images < 1:
+        raise InputError(f"--bn-images must be at least 1, got {bn_images}")
     cfg = open_run(run, data=_data_config(data))
     quiet = int(os.environ.get("RANK", 0)) != 0
     with EventProgress(err_console, disable=quiet) as bar:
         table = build_accuracy_table(cfg, samples, seed=seed, bn_images=bn_images, progress=bar)
     if not quiet:
-        top1 = table["top1"]
-        err_console.print(f"{cfg.files.accuracy}: {len(table)} subnets, val top-1 {top1.min():.2f}"
+        top1 = table["top1"]  # the rows of the `samples` asked for; the file may hold more
+        held = len(read_accuracy_table(cfg.run_dir, cfg.files.accuracy.name, cfg.space))
+        err_console.print(f"{cfg.files.accuracy}: {held} subnets; val top-1 of the {len(table)} asked for "
+                          f"{top1.min():.2f}"
                           f"..{top1.max():.2f}% (median {top1.median():.2f}%)", highlight=False)
 
 

@@ -23,7 +23,12 @@ PLAIN_INTERVAL_S = 10.0  # plain progress: at most one line per task this often 
 class OutputConsole(Console):
     """A rich console that fits its output to the terminal's width only on a terminal; into a
     pipe or a file (even with COLUMNS=80) every table cell and line is printed whole, so a
-    script that greps the output finds full names."""
+    script that greps the output finds full names. No emoji codes: a message quoting a user's
+    `sha256:AA:BB` must print as given, not as 'sha256🆎'."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("emoji", False)
+        super().__init__(*args, **kwargs)
 
     @property
     def size(self) -> ConsoleDimensions:

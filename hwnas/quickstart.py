@@ -67,6 +67,11 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
     s = settings
     if s.samples < 10:
         raise InputError(f"--samples must be at least 10 for a useful latency predictor, got {s.samples}")
+    def search_settings(budget: float) -> SearchSettings:
+        return SearchSettings((s.device,), (budget,), algo="evolution", pareto=True, top_k=s.top_k, seed=s.seed,
+                              accuracy_samples=s.accuracy_samples)
+
+    search_settings(s.budget_ms if s.budget_ms is not None else 1.0)  # every setting, before minutes of profiling
     run = open_run(s.run_dir)
     clock: dict[str, float] = {}
 
@@ -92,9 +97,7 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
           lambda: ensure_accuracy_predictor(run, s.accuracy_samples, seed=s.seed, progress=progress))
     budget = s.budget_ms if s.budget_ms is not None else _default_budget(run.run_dir, s.device)
     res = stage(f"search the Pareto front under {budget} ms, measure the top {s.top_k}",
-                lambda: run_search(run.run_dir, SearchSettings(
-                    (s.device,), (budget,), algo="evolution", pareto=True, top_k=s.top_k, seed=s.seed,
-                    accuracy_samples=s.accuracy_samples), progress=progress))
+                lambda: run_search(run.run_dir, search_settings(budget), progress=progress))
     out = QuickstartResult(s, budget, clock, report, res)
     if not res.ok:
         log(f"no subnet met the budget when measured: {res.message}")

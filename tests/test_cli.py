@@ -108,3 +108,32 @@ def test_more_bad_inputs(args, message):
     proc = hwnas(*args)
     assert proc.returncode == 2 and message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["profile", "--device", "no-such-device"], "unknown device 'no-such-device'"),
+    (["profile", "--device", "cpu-ort", "--rounds", "0"], "--rounds must be at least 1, got 0"),
+    (["profile", "--device", "cpu-ort", "--samples", "auto", "--time-budget", "-5"],
+     "--time-budget is in minutes and must be positive, got -5.0"),
+    (["quickstart", "--top-k", "0"], "--top-k must be at least 1, got 0"),
+])
+def test_bad_input_is_refused_before_the_run_folder_is_made(tmp_path, args, message):
+    """Refused before minutes of profiling, and leaving no half-made run behind."""
+    run = tmp_path / "run"
+    proc = hwnas(*args, "--run", str(run))
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not run.exists()
+
+
+def test_agent_port_out_of_range(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("secret-token-of-enough-length\n")
+    proc = hwnas("agent", "serve", "--port", "70000", "--token-file", str(token))
+    assert proc.returncode == 2 and "--port must be within 1..65535, got 70000" in proc.stderr
+
+
+def test_an_error_quoting_colons_prints_them_as_given():
+    """Rich's emoji codes are off: ':ab:' in a user's value stays ':ab:'."""
+    proc = hwnas("devices", "show", "sha256:AB:CD")
+    assert proc.returncode == 2 and "sha256:AB:CD" in proc.stderr

@@ -148,6 +148,18 @@ def test_bad_archs_raise_input_errors():
         SPACE.validate(Arch((9,) + (3,) * 19, (3,) * 20, (2,) * 5, 128))
 
 
+def test_another_familys_arch_is_refused_in_one_line():
+    """A ResNet50 or ProxylessNAS dict given to a MobileNetV3 run (`from_ofa_dict` builds that
+    family's arch) is named as such, not sliced into this family's 46 columns."""
+    resnet = Arch.from_ofa_dict({"d": [0] * 5, "e": [0.2] * 18, "w": [0] * 6, "r": [128]})
+    proxyless = Arch.from_ofa_dict({"ks": [3] * 21, "e": [3] * 21, "d": [2] * 6, "r": [128]})
+    for other, name in ((resnet, "ofa-resnet50"), (proxyless, "ofa-proxyless")):
+        assert other not in SPACE
+        with pytest.raises(InputError, match=f"it is an {name} arch, not an ofa-mbv3 one") as err:
+            SPACE.validate(other)
+        assert "\n" not in str(err.value)
+
+
 def test_table_round_trip_and_errors(tmp_path):
     archs = SPACE.sample(50, rng=3)
     path = tmp_path / "t.csv"

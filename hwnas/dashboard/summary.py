@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from hwnas.dashboard import data
+from hwnas.errors import HwnasError
 from hwnas.dashboard.quality import accuracy_error, predictor_meta
 
 __all__ = ["headline", "recommended_table", "pick_under", "compare_summary", "runs_table", "fmt_interval"]
@@ -145,7 +146,11 @@ def runs_table(runs: list[Path]) -> pd.DataFrame:
     rows = []
     for root in runs:
         files = data.RunFiles(root)
-        front = data.load_front(files)
+        try:
+            front = data.load_front(files)
+        except HwnasError as err:  # one damaged run is said on its row, the others still listed
+            rows.append({"run": root.name, "supernet": f"unreadable: {err}", "path": str(root)})
+            continue
         settings = (front.search or {}).get("settings") or {}
         space = data.run_space(files)
         try:

@@ -166,7 +166,7 @@ def test_torchrun_shards_the_table_over_ranks_and_one_writer_merges(tiny_superne
     assert len(table) == 6 and table["id"].is_unique
     ids = {a.id for a in open_run(run).space.from_matrix(accuracy_sample(open_run(run).space, 6))}
     assert set(table["id"]) == ids
-    assert " ".join(out.stderr.split()).count("6 subnets, val top-1") == 1  # only rank 0 reports
+    assert " ".join(out.stderr.split()).count("6 subnets; val top-1 of the 6 asked for") == 1  # only rank 0 reports
 
 
 @pytest.mark.parametrize("signal,noise", [(2.2, 0.04), (100.0, 1e-4)])

@@ -214,3 +214,19 @@ def test_compare_page_has_a_budget_slider_and_summary(monkeypatch, demo_run):
     row = frame(at, "how").iloc[0]
     assert row["recommended at this budget"] == "no subnet of this front fits the budget"
     assert row["best measured top-1 % within budget"] == "none measured within budget"
+
+
+def test_a_damaged_sibling_run_leaves_the_overview_and_compare_usable(monkeypatch, demo_run):
+    """Runs overview and Compare read every run beside the served one: a damaged one is said on its
+    own row (and left out of Compare), never an error for the whole page."""
+    import shutil
+
+    broken = demo_run.parent / "broken"
+    shutil.copytree(demo_run, broken)
+    store = broken / "measurements.parquet"
+    store.write_bytes(store.read_bytes()[:100])
+    at = open_page(monkeypatch, demo_run, "Runs overview")
+    runs = frame(at, "supernet").set_index("run")
+    assert {"demo", "broken"} <= set(runs.index) and runs.loc["broken", "supernet"].startswith("unreadable:")
+    at = open_page(monkeypatch, demo_run, "Compare")
+    assert at.slider  # the healthy run's front is still compared

@@ -10,6 +10,7 @@ import streamlit as st
 
 from hwnas.dashboard import charts, data, summary
 from hwnas.dashboard.views.common import all_runs, show_missing, table
+from hwnas.errors import HwnasError
 
 SEP = " · "
 
@@ -24,7 +25,10 @@ def _options(runs) -> list[str]:
             continue
         devices = {p.stem.removeprefix("latency-") for p in rf.predictors.glob("latency-*.json")} \
             if rf.predictors.exists() else set()
-        searched = data.searched_device(data.load_search(rf), data.load_pareto(rf))
+        try:
+            searched = data.searched_device(data.load_search(rf), data.load_pareto(rf))
+        except HwnasError:  # a damaged run: its own pages say why; the others stay comparable
+            continue
         options += [f"{run.name}{SEP}{d}" for d in sorted(devices | ({searched} if searched else set()))]
     return options
 
@@ -59,7 +63,11 @@ def page_compare(files: data.RunFiles) -> None:
     fronts = {}
     for o in chosen:
         run, device = o.split(SEP)
-        front = data.load_front(by_name[run], device)
+        try:
+            front = data.load_front(by_name[run], device)
+        except HwnasError as err:
+            st.warning(f"{run} · {device} left out: {err}")
+            continue
         if not front.df.empty:
             fronts[(run, device)] = front
     if not fronts:

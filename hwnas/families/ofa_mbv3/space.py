@@ -142,6 +142,9 @@ class SearchSpace(FieldIdentity, FamilySpace):
     # -- validation -----------------------------------------------------------------------
     def check(self, arch: Arch) -> str | None:
         """Why `arch` is not in this space, or None when it is."""
+        if not isinstance(arch, Arch):  # e.g. another family's dict given to a run of this one
+            other = getattr(arch, "family_name", "") or type(arch).__name__
+            return f"it is an {other} arch, not an ofa-mbv3 one (this supernet's family)"
         found = check_matrix(self.to_matrix([arch]), self)
         if found is not None:
             return found[1]
