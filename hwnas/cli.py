@@ -6,6 +6,7 @@ traceback instead.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -475,6 +476,9 @@ def latency_eval(
         size_list = [int(v) for v in sizes.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"--sizes must be comma-separated integers, got {sizes!r}") from None
+    if not 0 < test_fraction < 1:
+        raise InputError(f"--test-fraction must be in (0, 1), got {test_fraction}")
+    _at_least_one(("--repeats", repeats))
     _check_out_file(out)
     settings = dict(predictor_json=predictor, kind=kind, sizes=size_list, test_fraction=test_fraction,
                     repeats=repeats, repeat_column=repeat_column, base=base, seed=seed, out_json=out)
@@ -624,9 +628,7 @@ def profile_cmd(
             chosen = int(samples)
         except ValueError:
             raise InputError(f"--samples must be a number of subnets or 'auto', got {samples!r}") from None
-    for flag, value in (("--rounds", rounds), ("--runs", runs)):
-        if value < 1:
-            raise InputError(f"{flag} must be at least 1, got {value}")
+    _at_least_one(("--rounds", rounds), ("--runs", runs))
     check_devices(device, devices_file, reference)  # before the run folder is made
     cfg = open_run(run, supernet, data=_data_config(data))
     protocol = ProtocolSettings(rounds=rounds, runs=runs, seed=seed)
@@ -1028,6 +1030,7 @@ def accuracy_eval(run: Path = typer.Option(..., "--run", help="Run directory wit
     from hwnas.fileio import atomic_write_json
     from hwnas.run import open_run
 
+    _check_out_file(out)
     _, report = fit_accuracy_predictor(open_run(run, create=False), seed=seed, save=False)
     _accuracy_report_table(report)
     if out:
@@ -1157,6 +1160,7 @@ def export_cmd(
     if (subnet is None) == (not pareto):
         raise InputError("give exactly one of --subnet ID or --pareto")
     check_max_int8_drop(max_int8_drop)
+    _at_least_one(("--verify-images", verify_images), ("--calib-batches", calib_batches))
     kw = dict(devices_file=devices_file, calib_batches=calib_batches, verify_images=verify_images,
               measure=measure, max_int8_drop=max_int8_drop)
     with make_progress(err_console) as bar:
@@ -1184,6 +1188,32 @@ def export_cmd(
     console.print(table)
 
 
+def _at_least_one(*flags: tuple[str, int | None]) -> None:
+    """One line for the first (flag, value) below 1 (None: not given)."""
+    for flag, value in flags:
+        if value is not None and value < 1:
+            raise InputError(f"{flag} must be at least 1, got {value}")
+
+
+def _check_bindable(address: str, port: int) -> None:
+    """One line for an address this machine does not have or a port already taken, instead of the
+    server's traceback (the port is free again when this returns: a race is the server's to say)."""
+    import socket
+
+    try:
+        family = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server: TIME_WAIT is no refusal
+            probe.bind((address, port))
+    except socket.gaierror:
+        raise InputError(f"--address {address!r} is not an address or host name of this machine; "
+                         "use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)") from None
+    except OSError as err:
+        taken = err.errno == errno.EADDRINUSE
+        raise InputError(f"--port {port} is already in use on {address}; pick another with --port" if taken else
+                         f"cannot serve on {address}:{port} ({err.strerror}); check --address and --port") from None
+
+
 @app.command("dashboard")
 def dashboard(
     run: Path = typer.Option(Path("runs"), "--run", help="A run directory, or a folder of runs."),
@@ -1200,6 +1230,7 @@ def dashboard(
         raise InputError(f"{run} holds no hwnas run (no config.yaml); pass a run directory or a folder of runs")
     if not 0 < port < 65536:
         raise InputError(f"--port must be within 1..65535, got {port}")
+    _check_bindable(address, port)
     need("streamlit")  # the server is a child process: name the extra here, not in its traceback
     err_console.print(f"dashboard for {run} at http://{address}:{port}  (Ctrl-C to stop)")
     raise typer.Exit(serve(run, port, address))

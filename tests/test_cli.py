@@ -103,6 +103,14 @@ def test_devices_list_and_show():
     (["export", "--run", "nowhere", "--device", "cpu-ort"], "exactly one of --subnet ID or --pareto"),
     (["agent", "health", "cpu-ort"], "is local, not served by an agent"),
     (["dashboard", "--run", "/no/such/run"], "does not exist"),
+    # flags, not the Python settings behind them
+    (["export", "--run", "nowhere", "--device", "cpu-ort", "--subnet", "abcd", "--verify-images", "0"],
+     "--verify-images must be at least 1, got 0"),
+    (["export", "--run", "nowhere", "--device", "cpu-ort", "--subnet", "abcd", "--calib-batches", "0"],
+     "--calib-batches must be at least 1, got 0"),
+    (["latency", "eval", "--table", "t.csv", "--target", "ms", "--test-fraction", "1.5"],
+     "--test-fraction must be in (0, 1), got 1.5"),
+    (["latency", "eval", "--table", "t.csv", "--target", "ms", "--repeats", "0"], "--repeats must be at least 1"),
 ])
 def test_more_bad_inputs(args, message):
     proc = hwnas(*args)
@@ -137,3 +145,20 @@ def test_an_error_quoting_colons_prints_them_as_given():
     """Rich's emoji codes are off: ':ab:' in a user's value stays ':ab:'."""
     proc = hwnas("devices", "show", "sha256:AB:CD")
     assert proc.returncode == 2 and "sha256:AB:CD" in proc.stderr
+
+
+def test_dashboard_refuses_an_address_or_port_it_cannot_serve_on(tmp_path):
+    import socket
+
+    from hwnas.run import open_run
+
+    open_run(tmp_path / "run")
+    proc = hwnas("dashboard", "--run", str(tmp_path / "run"), "--address", "999.1.1.1")
+    assert proc.returncode == 2 and "--address '999.1.1.1' is not an address" in proc.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = hwnas("dashboard", "--run", str(tmp_path / "run"), "--port", str(port))
+    assert proc.returncode == 2 and f"--port {port} is already in use" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -8,6 +8,7 @@ when asked for a size.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,6 +47,7 @@ def fit_accuracy_predictor(run, *, seed: int = 0, candidates=None, save: bool = 
     y = df["top1"].to_numpy(dtype=np.float64)
     pred, report = fit_best_accuracy(run.space, m, y, n_classes=run.n_classes, candidates=candidates,
                                      seed=seed)
+    pred.meta["table_sha256"] = table_fingerprint(df)
     if save:
         pred.save(run.files.accuracy_predictor)
     return pred, report
@@ -59,15 +61,26 @@ def _table_rows(run) -> int:
     return len(read_accuracy_table(run.run_dir, space=run.space))
 
 
+def table_fingerprint(df) -> str:
+    """SHA-256 of a table's (id, top-1) rows in id order: what a predictor was fitted on, so an
+    edited or rebuilt table (same size or smaller) is never predicted by the old fit."""
+    rows = sorted(f"{i}:{float(t):.6f}" for i, t in zip(df["id"].astype(str), df["top1"]))
+    return hashlib.sha256("\n".join(rows).encode()).hexdigest()
+
+
 def _current_predictor(run, rows: int) -> AccuracyPredictor | None:
-    """The saved predictor when it stands on the whole table (None: to be fitted; an older
-    format or a damaged file is refitted too)."""
+    """The saved predictor when it stands on the table as it is now (None: to be fitted; an
+    older format or a damaged file is refitted too). Predictors saved before fingerprints stand
+    when they were fitted on at least as many rows."""
     if not (Path(run.run_dir) / ACCURACY_PREDICTOR).exists():
         return None
     try:
         pred = load_accuracy_predictor(run.run_dir)
     except CheckpointError:
         return None
+    fitted_on = pred.meta.get("table_sha256")
+    if fitted_on is not None:
+        return pred if fitted_on == table_fingerprint(read_accuracy_table(run.run_dir, space=run.space)) else None
     return pred if int(pred.meta.get("n_train", 0)) >= rows else None
 
 

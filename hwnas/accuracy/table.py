@@ -32,8 +32,9 @@ _BLOCK = 50  # archs per seeded block of the prefix-stable sample
 
 
 def table_columns(space) -> list[str]:
-    """The accuracy table's columns for a run of `space`'s family."""
-    return [*space.flat_columns, "id", "top1", "loss", "n"]
+    """The accuracy table's columns for a run of `space`'s family (`bn_images`: the training images
+    BN was recalibrated on, which moves top-1: one table holds one setting)."""
+    return [*space.flat_columns, "id", "top1", "loss", "n", "bn_images"]
 
 
 def frame_codes(space, df, source: str = "table") -> np.ndarray:
@@ -101,7 +102,7 @@ def read_accuracy_table(run_dir: str | Path, name: str = ACCURACY_TABLE, space=N
     path = Path(run_dir) / name
     flat = list(space.flat_columns) if space is not None else _run_columns(run_dir)
     if not path.exists():
-        return pd.DataFrame(columns=[*flat, "id", "top1", "loss", "n"])
+        return pd.DataFrame(columns=[*flat, "id", "top1", "loss", "n", "bn_images"])
     try:
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
@@ -168,9 +169,11 @@ def evaluate_into_table(run, archs, name: str, *, split: str, seed: int, bn_imag
     table = read_accuracy_table(run.run_dir, name, space)
     done = set(table["id"].astype(str))
     todo = list({a.id: a for a in archs if a.id not in done}.values())
+    bn_images = bn_images or BN_IMAGES
     if todo:
+        _check_one_setting(table, path, bn_images)
         todo = _take_precomputed(run, todo, path, name, split=split, seed=seed,
-                                 bn_images=bn_images or BN_IMAGES, max_batches=max_batches, write=rank == 0)
+                                 bn_images=bn_images, max_batches=max_batches, write=rank == 0)
     if progress and rank == 0:
         progress(event, done=len(archs) - len(todo), total=len(archs))
     if todo:
@@ -180,12 +183,12 @@ def evaluate_into_table(run, archs, name: str, *, split: str, seed: int, bn_imag
         for lo in range(0, len(todo), step):
             part = todo[lo:lo + step]
             mine = part[rank::world]
-            rows = evaluate_subnets(model, mine, loaders, split=split, bn_images=bn_images or BN_IMAGES, seed=seed,
+            rows = evaluate_subnets(model, mine, loaders, split=split, bn_images=bn_images, seed=seed,
                                     max_batches=max_batches) if mine else []
             if mine:
                 values = values_frame(space, space.to_matrix(mine)).to_dict("records")
                 for v, r in zip(values, rows):
-                    r.update(v)
+                    r.update(v, bn_images=bn_images)
             rows = _gather(rows, world)
             if rank != 0:
                 continue
@@ -207,6 +210,18 @@ def evaluate_into_table(run, archs, name: str, *, split: str, seed: int, bn_imag
     return table[table["id"].astype(str).isin(wanted)].reset_index(drop=True)
 
 
+def _check_one_setting(table, path: Path, bn_images: int) -> None:
+    """Refuse to add rows evaluated with another BN recalibration than the table's (tables from
+    before the column hold no setting and take any)."""
+    if "bn_images" not in table.columns:
+        return
+    held = sorted({int(v) for v in table["bn_images"].dropna()})
+    if held and held != [bn_images]:
+        raise InputError(f"{path} holds subnets evaluated with BN recalibrated on {', '.join(map(str, held))} "
+                         f"training images; adding some on {bn_images} would mix two settings in one table: "
+                         f"use --bn-images {held[0]}, or build into a new run")
+
+
 def _take_precomputed(run, todo: list, path: Path, name: str, *, write: bool, **key: Any) -> list:
     """Append the shipped evaluations of `todo`'s subnets (`hwnas.accuracy.precomputed`) to the
     table; returns the subnets still to evaluate."""
@@ -218,7 +233,8 @@ def _take_precomputed(run, todo: list, path: Path, name: str, *, write: bool, **
     shipped = precomputed_rows(run, **key)
     if shipped.empty:
         return todo
-    hit = shipped[shipped["id"].astype(str).isin({a.id for a in todo})][table_columns(run.space)]
+    hit = shipped[shipped["id"].astype(str).isin({a.id for a in todo})].assign(bn_images=key["bn_images"])
+    hit = hit[table_columns(run.space)]
     if write and not hit.empty:
         with run_lock(run.run_dir, name):
             table = read_accuracy_table(run.run_dir, name, run.space)

@@ -100,11 +100,15 @@ def test_accuracy_table_is_built_in_chunks_and_resumes(tiny_supernet, tmp_path, 
     table = build_accuracy_table(run, 3, bn_images=16, max_batches=1, chunk=2)
     assert len(table) == 3 and len(evaluated) == 3
     df = read_accuracy_table(run.run_dir)
-    assert list(df.columns) == [*FLAT_COLUMNS, "id", "top1", "loss", "n"]
+    assert list(df.columns) == [*FLAT_COLUMNS, "id", "top1", "loss", "n", "bn_images"]
     assert df["top1"].between(0, 100).all() and (df["n"] > 0).all()
     assert not list(run.run_dir.glob(f".{ACCURACY_TABLE}*"))  # no temp files left behind
     more = build_accuracy_table(run, 4, bn_images=16, max_batches=1, chunk=2)
     assert len(more) == 4 and len(evaluated) == 4  # only the new subnet was evaluated
+    assert (read_accuracy_table(run.run_dir)["bn_images"] == 16).all()
+    with pytest.raises(InputError, match="BN recalibrated on 16 training images; adding some on 32") as err:
+        build_accuracy_table(run, 5, bn_images=32, max_batches=1)  # one table, one BN setting
+    assert "--bn-images 16" in str(err.value) and len(evaluated) == 4 and len(read_accuracy_table(run.run_dir)) == 4
     with pytest.raises(InputError, match="hwnas accuracy build"):
         fit_accuracy_predictor(run)  # 4 rows are too few to fit on
     (run.run_dir / ACCURACY_TABLE).write_text("r,id,top1\n32,x,not-a-number\n")
@@ -128,6 +132,13 @@ def test_missing_predictor_is_built_from_a_new_table_and_refitted_when_it_grows(
     assert ensure_accuracy_predictor(run).meta["n_train"] == 20  # the table as it is: reused, nothing built
     build_accuracy_table(run, 24, bn_images=16, max_batches=1)  # `hwnas accuracy build` grew the table
     assert ensure_accuracy_predictor(run, 20).meta["n_train"] == 24  # refitted on all of it
+    # the table edited (or rebuilt) to the same size: the old fit no longer stands on it
+    fitted = ensure_accuracy_predictor(run)
+    table = read_accuracy_table(run.run_dir)
+    table.assign(top1=table["top1"] / 2).to_csv(run.run_dir / "accuracy.csv", index=False)
+    refit = ensure_accuracy_predictor(run)
+    assert refit.meta["table_sha256"] != fitted.meta["table_sha256"]
+    assert refit.predict(probe).mean() == pytest.approx(fitted.predict(probe).mean() / 2, rel=0.2)
 
 
 def test_cli_build_fit_eval(tiny_supernet, tmp_path):

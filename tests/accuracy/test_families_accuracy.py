@@ -44,7 +44,7 @@ def test_table_of_a_tiny_supernet_fit_and_reload(family, family_supernet, tmp_pa
     assert len(table) == 3 and len(evaluated) == 3
     csv = pd.read_csv(run.run_dir / ACCURACY_TABLE)
     flat = list(run.space.flat_columns)
-    assert list(csv.columns) == [*flat, "id", "top1", "loss", "n"]
+    assert list(csv.columns) == [*flat, "id", "top1", "loss", "n", "bn_images"]
     assert csv["top1"].between(0, 100).all() and (csv["n"] > 0).all()
     for g in run.family.gene_groups():  # values in the file, not the int matrix's choice indices
         assert set(np.unique(csv[list(g.columns)])) <= set(g.choices), g.name
