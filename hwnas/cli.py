@@ -522,7 +522,7 @@ def agent_serve(
     token_file: Path = typer.Option(..., "--token-file", help="File holding the shared token "
                                     "(make one with `hwnas agent token FILE`)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0 for the network)."),
-    port: int = typer.Option(8765, "--port", help="Port to listen on."),
+    port: int = typer.Option(8765, "--port", help="Port to listen on (0: any free port, printed in the banner)."),
     devices_file: Optional[Path] = DevicesOpt,
     state_dir: Optional[Path] = typer.Option(None, "--state-dir", help="Where finished results are kept "
                                              "(default ~/.local/state/hwnas/agent)."),
@@ -550,8 +550,8 @@ def agent_serve(
     """Serve this machine's devices to remote profilers (ONNX in, latency stats out)."""
     from hwnas.devices.agent import AgentLimits, serve
 
-    if not 0 < port < 65536:
-        raise InputError(f"--port must be within 1..65535, got {port}")
+    if not 0 <= port < 65536:
+        raise InputError(f"--port must be within 0..65535 (0: any free port), got {port}")
     given = {"run_timeout_s": run_timeout, "compile_timeout_s": compile_timeout,
              "request_timeout_s": request_timeout, "max_queue": max_queue,
              "max_connections": max_connections, "header_timeout_s": header_timeout,

@@ -138,7 +138,7 @@ def test_agent_port_out_of_range(tmp_path):
     token = tmp_path / "token"
     token.write_text("secret-token-of-enough-length\n")
     proc = hwnas("agent", "serve", "--port", "70000", "--token-file", str(token))
-    assert proc.returncode == 2 and "--port must be within 1..65535, got 70000" in proc.stderr
+    assert proc.returncode == 2 and "--port must be within 0..65535 (0: any free port), got 70000" in proc.stderr
 
 
 def test_an_error_quoting_colons_prints_them_as_given():
