@@ -971,10 +971,7 @@ def accuracy_build(
     from hwnas.progress import EventProgress
     from hwnas.run import open_run
 
-    if samples < 1:
-        raise InputError(f"--samples must be at least 1, got {samples}")
-    if bn_images is not None and bn_images < 1:
-        raise InputError(f"--bn-images must be at least 1, got {bn_images}")
+    _at_least_one(("--samples", samples), ("--bn-images", bn_images))
     cfg = open_run(run, data=_data_config(data))
     quiet = int(os.environ.get("RANK", 0)) != 0
     with EventProgress(err_console, disable=quiet) as bar:
