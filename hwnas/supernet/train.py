@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hwnas.distributed import dist_info, init_distributed, process_device
 from hwnas.errors import CheckpointError, ConfigError, InputError
@@ -73,8 +73,11 @@ class TrainConfig(BaseModel):
     kd_ratio: float = 1.0
     # where the soft labels of the phases after "full" come from: "teacher", a frozen copy of the
     # full network (Once-for-All), or "inplace", the largest subnet of the same step, trained on the
-    # labels first (BigNAS): no extra forward pass, and the teacher keeps improving
-    distill: Literal["teacher", "inplace"] = "teacher"
+    # labels first (BigNAS): no extra forward pass, and the teacher keeps improving; or "stored",
+    # another network's logits for every training image, read from `soft_labels`
+    # (`hwnas.supernet.soft_labels`): all subnets, the largest too, learn from a stronger teacher
+    distill: Literal["teacher", "inplace", "stored"] = "teacher"
+    soft_labels: str | None = None  # the stem of a soft-label pair, for distill: stored
     sandwich: bool = True
     subnets_per_step: int = Field(default=2, ge=1)
     seed: int = Field(default=0, ge=0, lt=2**32)  # numpy's seed range
@@ -101,6 +104,14 @@ class TrainConfig(BaseModel):
         if "full" not in v:
             raise ValueError("the 'full' phase is required: later phases distil from it")
         return v
+
+    @model_validator(mode="after")
+    def _soft_labels_with_stored(self) -> "TrainConfig":
+        if self.distill == "stored" and not self.soft_labels:
+            raise ValueError("distill: stored needs soft_labels: the stem of a soft-label pair")
+        if self.soft_labels and self.distill != "stored":
+            raise ValueError(f"soft_labels is only read with distill: stored (this config: {self.distill})")
+        return self
 
     @field_validator("family")
     @classmethod
@@ -381,6 +392,7 @@ def _train_supernet(cfg: TrainConfig, out: Path,
     if rank == 0:
         _clean_log(log_path, phases, state)
     teacher = None
+    stored = _stored_soft_labels(cfg, loaders) if cfg.distill == "stored" else None
 
     def load_teacher() -> nn.Module:
         t = copy.deepcopy(model)
@@ -418,7 +430,7 @@ def _train_supernet(cfg: TrainConfig, out: Path,
             optimizer.state.clear()  # momentum belongs to the channels' old order
         while state["epoch"] < phase.epochs:
             epoch_stats = _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler,
-                                       loaders, device, save, progress, amp)
+                                       loaders, device, save, progress, amp, stored)
             state["epoch"] += 1
             state["step"] = 0
             val = {}
@@ -461,8 +473,19 @@ def _recipe(config: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: v for k, v in config.items() if k not in _EXECUTION_KEYS}
 
 
+def _stored_soft_labels(cfg: TrainConfig, loaders) -> Any:
+    from hwnas.supernet.soft_labels import load_soft_labels
+
+    ds = loaders.train.dataset
+    if not hasattr(ds, "indices") or not hasattr(ds, "labels"):
+        raise InputError(f"distill: stored needs training images held in memory with their positions "
+                         f"(fashion-mnist, mnist-embedded, cifar); {cfg.data.name} streams its images")
+    return load_soft_labels(cfg.soft_labels, loaders.dataset, np.asarray(ds.indices), ds.labels,
+                            loaders.n_classes)
+
+
 def _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler, loaders, device,
-                 save, progress, amp) -> dict[str, float]:
+                 save, progress, amp, stored=None) -> dict[str, float]:
     from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
     rank, world = dist_info()
@@ -472,8 +495,10 @@ def _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler
         sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=epoch_seed)
     else:
         sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(epoch_seed))
-    # A seeded generator keeps the loader from drawing on the global RNG (resume stays exact).
-    loader = DataLoader(dataset, batch_size=cfg.data.batch_size, sampler=sampler, drop_last=True,
+    # The epoch's order, drawn once: a batch's images are then known by position (stored soft
+    # labels). A seeded generator keeps the loader from drawing on the global RNG (resume stays exact).
+    order = list(sampler)
+    loader = DataLoader(dataset, batch_size=cfg.data.batch_size, sampler=order, drop_last=True,
                         num_workers=cfg.data.num_workers, generator=torch.Generator().manual_seed(epoch_seed))
     steps = len(loader) if cfg.max_steps_per_epoch is None else min(len(loader), cfg.max_steps_per_epoch)
     ddp_model.train()
@@ -497,7 +522,10 @@ def _train_epoch(cfg, phase, state, model, ddp_model, teacher, optimizer, scaler
         for group in optimizer.param_groups:
             group["lr"] = lr
         soft = None
-        if teacher is not None:
+        if stored is not None and phase.distill:
+            batch = order[step * cfg.data.batch_size:(step + 1) * cfg.data.batch_size]
+            soft = stored.for_indices(np.asarray(dataset.indices)[batch]).to(device)
+        elif teacher is not None:
             with torch.no_grad(), torch.autocast(device.type, enabled=amp):
                 soft = teacher(x).float()
         optimizer.zero_grad(set_to_none=True)
