@@ -363,11 +363,20 @@ def _check_out_file(out: Optional[Path]) -> None:
                          "be inside that folder)")
 
 
+# Below this many rows a latency fit's cross-validation scores a handful of points: the chosen kind
+# and its numbers are luck (3 rows measured tau -0.33, 10 rows of the same table 0.73).
+FEW_LATENCY_ROWS = 10
+
+
 def _print_fit(pred, report: dict) -> None:
     m = report["chosen_metrics"]
     console.print(f"chose [bold]{report['chosen']}[/] by {report['folds']}-fold CV over {report['n_rows']} rows: "
                   f"{100 * m['within_10']:.1f}% within ±10%, {100 * m['within_5']:.1f}% within ±5%, "
                   f"MAPE {m['mape']:.1f}%, Kendall tau {m['kendall_tau']:.3f}", highlight=False)
+    if report["n_rows"] < FEW_LATENCY_ROWS:
+        err_console.print(f"warning: {report['n_rows']} rows are too few to trust this choice or its CV "
+                          f"numbers; measure at least {FEW_LATENCY_ROWS} subnets (`hwnas profile --samples "
+                          "auto` profiles until the predictor stops improving)", highlight=False)
     err_console.print(f"wrote {report['path']}")
 
 

@@ -162,3 +162,16 @@ def test_dashboard_refuses_an_address_or_port_it_cannot_serve_on(tmp_path):
         proc = hwnas("dashboard", "--run", str(tmp_path / "run"), "--port", str(port))
     assert proc.returncode == 2 and f"--port {port} is already in use" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_latency_fit_on_a_handful_of_rows_warns(tmp_path):
+    from pathlib import Path
+
+    lines = (Path(__file__).parent / "latency" / "data" / "ofa_cpu_subnets.csv").read_text().splitlines()
+    for n, warned in ((3, True), (10, False)):
+        table = tmp_path / f"{n}.csv"
+        table.write_text("\n".join(lines[:n + 1]) + "\n")
+        proc = hwnas("latency", "fit", "--table", str(table), "--target", "ort_ms", "--out",
+                     str(tmp_path / f"{n}.json"), check=True)
+        assert (f"warning: {n} rows are too few" in proc.stderr) is warned, proc.stderr
+        assert (tmp_path / f"{n}.json").exists()
