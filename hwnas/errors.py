@@ -20,7 +20,14 @@ __all__ = [
     "BudgetError",
     "AgentError",
     "MissingExtraError",
+    "shown",
 ]
+
+
+def shown(value) -> str:
+    """A value for an error line as the user wrote it: numpy scalars without their type
+    (``-1.0``, not ``np.float64(-1.0)``)."""
+    return repr(value.item() if hasattr(value, "item") else value)
 
 
 class HwnasError(Exception):

@@ -11,18 +11,13 @@ from typing import Sequence
 
 import numpy as np
 
-from hwnas.errors import InputError, TableError
+from hwnas.errors import InputError, TableError, shown
 from hwnas.families.base import Family
 
 __all__ = ["table_codes", "stats_frame", "read_arch_frame", "read_table_frame", "frame_archs", "archs_frame",
            "MIN_R", "MAX_R"]
 
 MIN_R, MAX_R = 16, 512  # resolutions a table may hold (as OFA-MobileNetV3's `SearchSpace.for_tables`)
-
-
-def _shown(value) -> str:
-    """A cell as the file wrote it (numpy scalars without their type)."""
-    return repr(value.item() if hasattr(value, "item") else value)
 
 
 def table_codes(family: Family, df, source: str = "table") -> np.ndarray:
@@ -35,20 +30,20 @@ def table_codes(family: Family, df, source: str = "table") -> np.ndarray:
     columns = family.flat_columns()
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
-        raise TableError(f"{source} lacks the column(s) {shown}; a {family.name} table needs r, "
+        names = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise TableError(f"{source} lacks the column(s) {names}; a {family.name} table needs r, "
                          + ", ".join(f"{g.name}_0..{g.name}_{g.count - 1}" for g in family.gene_groups()))
     values = df[list(columns)].apply(pd.to_numeric, errors="coerce")
     nan = values.isna().to_numpy()
     if nan.any():
         i, j = np.argwhere(nan)[0]
-        raise TableError(f"{source} row {i + 1}, column {columns[j]}: {_shown(df[columns[j]].iat[i])} is not a number")
+        raise TableError(f"{source} row {i + 1}, column {columns[j]}: {shown(df[columns[j]].iat[i])} is not a number")
     v = values.to_numpy(dtype=np.float64)
     r = v[:, 0]
     bad_r = (r != np.round(r)) | (r < MIN_R) | (r > MAX_R)
     if bad_r.any():
         i = int(np.flatnonzero(bad_r)[0])
-        raise TableError(f"{source} row {i + 1}, column r: {_shown(df['r'].iat[i])} is not a resolution in "
+        raise TableError(f"{source} row {i + 1}, column r: {shown(df['r'].iat[i])} is not a resolution in "
                          f"{MIN_R}..{MAX_R}")
     codes = np.full(v.shape, -1, dtype=np.int64)
     codes[:, 0] = r.astype(np.int64)
@@ -65,7 +60,7 @@ def table_codes(family: Family, df, source: str = "table") -> np.ndarray:
         i, j = np.argwhere(bad)[0]
         col = columns[j + 1]
         group = next(g for g in family.gene_groups() if col in g.columns)
-        raise TableError(f"{source} row {i + 1}, column {col}: {_shown(df[col].iat[i])} is not one of "
+        raise TableError(f"{source} row {i + 1}, column {col}: {shown(df[col].iat[i])} is not one of "
                          f"{list(group.choices)}")
     return family.canonical(filled)
 

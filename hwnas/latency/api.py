@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from hwnas.errors import InputError, TableError
+from hwnas.errors import InputError, TableError, shown
 from hwnas.families import DEFAULT_FAMILY, Family, get_family
 from hwnas.families.tables import read_table_frame
 from hwnas.latency.analytic import AnalyticPredictor
@@ -37,15 +37,15 @@ def _target(df, column: str, source: str, family: Family) -> np.ndarray:
     import pandas as pd
 
     if column not in df.columns:
-        shown = [c for c in df.columns if c not in family.flat_columns()][:8]
+        others = [c for c in df.columns if c not in family.flat_columns()][:8]
         raise TableError(f"{source} has no latency column {column!r}; its other columns: "
-                         f"{', '.join(map(str, shown)) or 'none'}")
+                         f"{', '.join(map(str, others)) or 'none'}")
     raw = df[column]
     y = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(y) | (y <= 0)
     if bad.any():
         i = int(np.argmax(bad))
-        raise TableError(f"{source} row {i + 1}, column {column}: {raw.iat[i]!r} is not a positive "
+        raise TableError(f"{source} row {i + 1}, column {column}: {shown(raw.iat[i])} is not a positive "
                          "latency in ms")
     return y
 

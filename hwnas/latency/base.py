@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from hwnas.errors import CheckpointError, InputError
+from hwnas.errors import CheckpointError, InputError, shown
 from hwnas.families import DEFAULT_FAMILY
 from hwnas.fileio import read_npz
 
@@ -102,7 +102,7 @@ def check_targets(ms: Any, n: int) -> np.ndarray:
     bad = ~np.isfinite(y) | (y <= 0)
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(f"latency #{i + 1} is {y[i]!r}; latencies must be positive milliseconds")
+        raise InputError(f"latency #{i + 1} is {shown(y[i])}; latencies must be positive milliseconds")
     return y
 
 

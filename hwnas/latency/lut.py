@@ -38,7 +38,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from hwnas.errors import InputError, TableError
+from hwnas.errors import InputError, TableError, shown
 from hwnas.families import DEFAULT_FAMILY, get_family
 from hwnas.families.base import OFA_RESOLUTIONS
 from hwnas.latency._solvers import nnls_relative
@@ -86,7 +86,7 @@ def check_entries(df, ms_column: str = "ms", source: str = "entries",
     bad = ~parts.isin(list(_PART_CODE))
     if bad.any():
         i = int(np.argmax(bad.to_numpy()))
-        raise TableError(f"{source} row {i + 1}, column part: {df['part'].iat[i]!r} is not "
+        raise TableError(f"{source} row {i + 1}, column part: {shown(df['part'].iat[i])} is not "
                          "stem, block or head")
     values = df[cols[1:]].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)
     for j, name in enumerate(cols[1:]):
@@ -95,7 +95,7 @@ def check_entries(df, ms_column: str = "ms", source: str = "entries",
         if wrong.any():
             i = int(np.argmax(wrong))
             what = "a positive latency" if name == ms_column else "an integer"
-            raise TableError(f"{source} row {i + 1}, column {name}: {df[name].iat[i]!r} is not {what}")
+            raise TableError(f"{source} row {i + 1}, column {name}: {shown(df[name].iat[i])} is not {what}")
     return np.concatenate([parts.map(_PART_CODE).to_numpy(dtype=np.float64)[:, None], values], axis=1)
 
 

@@ -58,7 +58,7 @@ def test_fit_with_base_and_entries(small_table, tmp_path):
     (lambda df: df.drop(columns=["ort_ms"]), "no latency column 'ort_ms'"),
     (lambda df: df.assign(ort_ms=df["ort_ms"].astype(object).where(df.index != 4, "fast")),
      "row 5, column ort_ms: 'fast' is not a positive latency"),
-    (lambda df: df.assign(ort_ms=df["ort_ms"].where(df.index != 2, -1.0)), "row 3, column ort_ms"),
+    (lambda df: df.assign(ort_ms=df["ort_ms"].where(df.index != 2, -1.0)), "row 3, column ort_ms: -1.0 is not a positive"),
     (lambda df: df.assign(ort_ms=df["ort_ms"].where(df.index != 0, np.nan)), "row 1, column ort_ms"),
     (lambda df: df.drop(columns=["ks_7"]), "lacks the column.*ks_7"),
     (lambda df: df.assign(e_0=df["e_0"].astype(object).where(df.index != 1, "x")), "row 2, column e_0"),

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from hwnas.errors import InputError, TableError
+from hwnas.errors import InputError, TableError, shown
 from hwnas.families.base import GeneArch, check_n_classes
 from hwnas.families.mbconv import (
     Cost,
@@ -83,14 +83,14 @@ def _frame_matrix(df) -> np.ndarray:
 
     missing = [c for c in FLAT_COLUMNS if c not in df.columns]
     if missing:
-        shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
-        raise TableError(f"the table lacks the column(s) {shown}; "
+        names = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise TableError(f"the table lacks the column(s) {names}; "
                          "it needs r, ks_0..ks_19, e_0..e_19, d_0..d_4")
     values = df[list(FLAT_COLUMNS)].apply(pd.to_numeric, errors="coerce")
     bad = (values.isna() | (values != values.round())).to_numpy()
     if bad.any():
         i, j = np.argwhere(bad)[0]
-        raise TableError(f"table row {i + 1}, column {FLAT_COLUMNS[j]}: {df[FLAT_COLUMNS[j]].iat[i]!r} "
+        raise TableError(f"table row {i + 1}, column {FLAT_COLUMNS[j]}: {shown(df[FLAT_COLUMNS[j]].iat[i])} "
                          "is not an integer")
     huge = (values.abs() > 2**31 - 1).to_numpy()
     if huge.any():  # the int64 cast would wrap (or raise OverflowError)

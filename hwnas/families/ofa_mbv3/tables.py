@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from hwnas.errors import InputError, TableError
+from hwnas.errors import InputError, TableError, shown
 from hwnas.families.ofa_mbv3.arch import FLAT_COLUMNS, Arch
 from hwnas.families.ofa_mbv3.space import SearchSpace, check_matrix
 from hwnas.families.tables import read_table_frame
@@ -35,8 +35,8 @@ def archs_from_frame(df, space: SearchSpace | None = None, w: float | None = Non
 
     missing = [c for c in FLAT_COLUMNS if c not in df.columns]
     if missing:
-        shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
-        raise TableError(f"{source} lacks the column(s) {shown}; it needs r, ks_0..ks_19, "
+        names = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise TableError(f"{source} lacks the column(s) {names}; it needs r, ks_0..ks_19, "
                          "e_0..e_19, d_0..d_4")
     if w is None:
         w = space.width_mult if space is not None else 1.0
@@ -46,7 +46,7 @@ def archs_from_frame(df, space: SearchSpace | None = None, w: float | None = Non
     if bad.to_numpy().any():
         i, j = np.argwhere(bad.to_numpy())[0]
         raise TableError(f"{source} row {i + 1}, column {FLAT_COLUMNS[j]}: "
-                         f"{values.iat[i, j]!r} is not an integer")
+                         f"{shown(values.iat[i, j])} is not an integer")
     huge = (numeric.abs() > 2**31 - 1).to_numpy()
     if huge.any():  # before the int64 cast, which would wrap (or raise OverflowError) on them
         i, j = np.argwhere(huge)[0]
