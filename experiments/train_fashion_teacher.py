@@ -9,6 +9,10 @@ ResNet at the images' own 28x28 (stride 4 in all: 7x7 at the end) on the superne
 
     .venv/bin/python experiments/train_fashion_teacher.py --out runs/fashion-teacher   # resumes
 
+A resumed run may change --epochs (the cosine then follows the new length from where it stands):
+the shipped soft labels' teacher ran epochs 1-5 on a 20-epoch cosine, then was cut to 14 to fit
+a working session.
+
 bfloat16 autocast: this CPU's AMX units run the teacher's dense 3x3 convolutions ~2.7x faster
 than float32 (a 64-128-256 step of 128 images: 1.16 s -> 0.44 s on 2 threads).
 Writes runs/.../teacher.safetensors (+ .json state), runs/.../soft_labels.safetensors and
@@ -101,6 +105,9 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--weight-decay", type=float, default=5e-4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ensemble-shipped", action="store_true",
+                    help="also try the teacher averaged with the shipped supernet's largest subnet; the "
+                         "soft labels come from whichever scores best on validation")
     ap.add_argument("--results", default=str(ROOT / "experiments" / "results" / "fashion_teacher.json"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -169,27 +176,61 @@ def main() -> None:
         print(json.dumps(state["log"][-1]), flush=True)
         save()
 
-    val_logits, val_labels = predict(model, loaders.val, flip=True)
-    test_plain = top1(*predict(model, loaders.test))
-    test_logits, test_labels = predict(model, loaders.test, flip=True)
-    # soft labels for every training image, indexed by its position in the original training file
+    # logits (mean of the image's and its mirror's) on validation, test and every training image
     train_ds = loaders.train.dataset
-    plain = torch.utils.data.DataLoader(train_ds, batch_size=500)
-    train_logits, train_labels = predict(model, plain, flip=True)
+    splits = {"val": loaders.val, "test": loaders.test,
+              "train": torch.utils.data.DataLoader(train_ds, batch_size=500)}
+    outputs = {"teacher": {name: predict(model, loader, flip=True) for name, loader in splits.items()}}
+    if args.ensemble_shipped:
+        outputs["shipped largest"] = shipped_largest_logits(splits, loaders)
+        outputs["teacher + shipped largest"] = {
+            name: (torch.log((F.softmax(outputs["teacher"][name][0], 1)
+                              + F.softmax(outputs["shipped largest"][name][0], 1)) / 2),
+                   outputs["teacher"][name][1]) for name in splits}
+    scores = {source: {f"{name}_top1": top1(*out[name]) for name in splits} for source, out in outputs.items()}
+    # the soft labels come from the source best on validation (the test split stays unseen)
+    chosen = max(scores, key=lambda source: scores[source]["val_top1"])
+    train_logits, train_labels = outputs[chosen]["train"]
     from hwnas.supernet.soft_labels import save_soft_labels
 
     save_soft_labels(out / "soft_labels", train_logits, np.asarray(train_ds.indices), train_labels,
-                     dataset=loaders.dataset, source=f"experiments/train_fashion_teacher.py --width {args.width}")
+                     dataset=loaders.dataset, source=f"experiments/train_fashion_teacher.py: {chosen}")
     atomic_write_json(Path(args.results), {
-        "command": f"python experiments/train_fashion_teacher.py --epochs {args.epochs} --width {args.width}",
-        "teacher": f"ResNet 3x{2} basic blocks, widths {args.width}/{2 * args.width}/{4 * args.width}, 28x28 input",
+        "command": "python experiments/train_fashion_teacher.py --epochs {} --width {}{}".format(
+            args.epochs, args.width, " --ensemble-shipped" if args.ensemble_shipped else ""),
+        "teacher": f"ResNet, 3 stages x 2 basic blocks, widths {args.width}/{2 * args.width}/{4 * args.width}, "
+                   "28x28 input, bf16 autocast",
         "params": sum(p.numel() for p in model.parameters()),
         "epochs": args.epochs, "log": state["log"],
-        "val_top1_flip_tta": top1(val_logits, val_labels), "n_val": len(val_labels),
-        "test_top1": test_plain, "test_top1_flip_tta": top1(test_logits, test_labels), "n_test": len(test_labels),
-        "train_top1_flip_tta": top1(train_logits, train_labels), "n_train": len(train_labels),
+        "n": {name: len(outputs["teacher"][name][1]) for name in splits},
+        "top1_flip_tta": scores, "soft_labels_from": chosen,
+        "test_top1_teacher_no_tta": top1(*predict(model, loaders.test)),
     })
 
+
+def shipped_largest_logits(splits: dict, loaders) -> dict:
+    """The shipped supernet's largest subnet on the same images (BN recalibrated as every hwnas
+    evaluation does), mean of the image's and its mirror's logits."""
+    from hwnas.supernet.bn import recalibrate_bn
+    from hwnas.supernet.data import calibration_loader, resize_batch
+    from hwnas.supernet.pretrained import load_supernet
+
+    net, _ = load_supernet(None)
+    arch = net.space.max_arch()
+    net.set_active_subnet(arch)
+    calib = calibration_loader(loaders.train)
+    recalibrate_bn(net, calib, len(calib), resolution=arch.r)
+    net = net.to(memory_format=torch.channels_last).eval()
+    result = {}
+    with torch.no_grad():
+        for name, loader in splits.items():
+            logits, labels = [], []
+            for x, y in loader:
+                x = resize_batch(x, arch.r).contiguous(memory_format=torch.channels_last)
+                logits.append((net(x) + net(x.flip(-1))) / 2)
+                labels.append(y)
+            result[name] = (torch.cat(logits).float(), torch.cat(labels))
+    return result
 
 if __name__ == "__main__":
     main()
