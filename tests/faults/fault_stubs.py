@@ -1,15 +1,24 @@
 """Stand-in predictors for the fault tests, importable by search worker processes (spawn).
 
 `SlowLatency` marks each process that calls it (a file named by its pid in `marker_dir`) and is
-slow, so a search with it is still running when the test kills it."""
+slow, so a search with it is still running when the test kills it. `sigint_at_default` starts a
+child as if from a terminal."""
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
 import numpy as np
+
+
+def sigint_at_default() -> None:
+    """A `preexec_fn` that gives the child SIGINT at its default even when the tests run in the
+    background (`cmd &` in a script starts them with SIGINT ignored; exec keeps "ignored", and
+    Python then installs no KeyboardInterrupt handler: the child would not see Ctrl-C at all)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class SlowLatency:

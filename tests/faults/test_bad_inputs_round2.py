@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from fault_stubs import sigint_at_default
+
 DEV = "cpu-ort"
 INTERRUPTED = "interrupted; what was written so far is kept, and the same command resumes"
 ENV = {**os.environ, "HWNAS_NO_PROGRESS": "1", "OMP_NUM_THREADS": "1"}
@@ -102,7 +104,7 @@ def test_ctrl_c_stops_profile_at_once_keeps_what_was_measured_and_says_so(tiny_s
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "hwnas", "profile", "--run", str(run), "--device", DEV,
                              "--supernet", str(tiny_supernet), "--samples", "80", "--rounds", "3"],
-                            stderr=subprocess.PIPE, text=True, env=ENV)
+                            stderr=subprocess.PIPE, text=True, env=ENV, preexec_fn=sigint_at_default)
     try:
         deadline = time.monotonic() + 120  # a guard against a hang, not a timing assertion
         while len(store_rows(run)) < 3 and proc.poll() is None and time.monotonic() < deadline:

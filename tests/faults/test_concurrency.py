@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from fault_stubs import sigint_at_default
 from hwnas.errors import InputError
 
 HERE = Path(__file__).parent
@@ -117,12 +118,10 @@ def test_killing_a_parallel_search_ends_its_workers(tmp_path, sig):
     script = tmp_path / "search.py"
     script.write_text(SEARCH.format(stubs=str(HERE), markers=str(markers),
                                     journal=str(tmp_path / "optuna.journal")))
-    # A search started from a terminal: SIGINT at its default even when this test runs in the
-    # background (`cmd &` in a script starts it with SIGINT ignored, and exec keeps "ignored").
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_at_default)
     workers: list[int] = []
     try:
         def two_workers_busy() -> bool:
