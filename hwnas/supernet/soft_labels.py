@@ -37,10 +37,13 @@ FORMAT = "hwnas-soft-labels/1"
 
 
 def _paths(stem: str | Path) -> tuple[Path, Path]:
-    stem = Path(stem)
-    if stem.suffix in (".json", ".safetensors"):
-        stem = stem.with_suffix("")
-    return stem.with_suffix(".safetensors"), stem.with_suffix(".json")
+    """The pair's files; appended, not swapped in, so a stem like `soft.v2` keeps its dot."""
+    stem = str(stem)
+    for ext in (".safetensors", ".json"):
+        if stem.endswith(ext):
+            stem = stem[: -len(ext)]
+            break
+    return Path(stem + ".safetensors"), Path(stem + ".json")
 
 
 def save_soft_labels(stem: str | Path, logits: torch.Tensor, indices: Sequence[int] | np.ndarray,
@@ -70,6 +73,7 @@ class SoftLabels:
     logits: torch.Tensor  # [max index + 1, C]; rows of images the file does not hold are unused
     dataset: str
     source: str
+    sha256: str = ""  # of the safetensors file: a resumed run checks it learns from the same logits
 
     def for_indices(self, indices: Sequence[int] | np.ndarray | torch.Tensor) -> torch.Tensor:
         return self.logits[torch.as_tensor(np.asarray(indices), dtype=torch.int64)]
@@ -115,4 +119,4 @@ def load_soft_labels(stem: str | Path, dataset: str, train_indices: np.ndarray,
     if not torch.equal(stored[wanted], torch.as_tensor(train_labels, dtype=torch.int64)):
         raise InputError(f"soft_labels: the labels in {meta_path} differ from this training split's "
                          "(another dataset or split?); write them for this split")
-    return SoftLabels(table, dataset, str(meta.get("source", "")))
+    return SoftLabels(table, dataset, str(meta.get("source", "")), str(meta["sha256"]))

@@ -373,14 +373,15 @@ def _train_supernet(cfg: TrainConfig, out: Path,
     state = {"phase_index": 0, "epoch": 0, "step": 0, "done": False}
     log_path = out / "train_log.jsonl"
     transfer: dict[str, Any] | None = None
+    resumed: dict[str, Any] = {}  # the extra meta of the run this one resumes
 
     if (out / "supernet.json").exists():
-        prev = load_checkpoint_meta(ckpt)
-        if _recipe(prev.get("extra", {}).get("config")) != _recipe(cfg.model_dump(mode="json")):
+        resumed = load_checkpoint_meta(ckpt).get("extra", {})
+        if _recipe(resumed.get("config")) != _recipe(cfg.model_dump(mode="json")):
             raise CheckpointError(f"{out} holds a run with a different config; "
                                   "use another --out or the same config to resume")
-        state = prev["extra"]["state"]
-        transfer = prev["extra"].get("transfer")
+        state = resumed["state"]
+        transfer = resumed.get("transfer")
         if state["done"]:  # finished: the final checkpoint keeps weights only
             load_checkpoint(ckpt, model)
         else:
@@ -389,10 +390,15 @@ def _train_supernet(cfg: TrainConfig, out: Path,
         from hwnas.supernet.transfer import load_source
 
         transfer = load_source(cfg, model, loaders.class_names)
+    stored = _stored_soft_labels(cfg, loaders) if cfg.distill == "stored" else None
+    if stored is not None:
+        # the same stem with other logits (the teacher retrained) would silently mix two teachers
+        if resumed.get("soft_labels_sha256") not in (None, stored.sha256):
+            raise CheckpointError(f"{out} was trained on other soft labels than {cfg.soft_labels} holds "
+                                  "now (sha256 differs); use another --out or restore those soft labels")
     if rank == 0:
         _clean_log(log_path, phases, state)
     teacher = None
-    stored = _stored_soft_labels(cfg, loaders) if cfg.distill == "stored" else None
 
     def load_teacher() -> nn.Module:
         t = copy.deepcopy(model)
@@ -405,7 +411,8 @@ def _train_supernet(cfg: TrainConfig, out: Path,
             return
         save_checkpoint(ckpt, model, {**meta, "phase": phases[min(state["phase_index"], len(phases) - 1)].name,
                                       "extra": {"config": cfg.model_dump(mode="json"), "state": state,
-                                                **({"transfer": transfer} if transfer else {})}},
+                                                **({"transfer": transfer} if transfer else {}),
+                                                **({"soft_labels_sha256": stored.sha256} if stored else {})}},
                         optimizer=None if final else optimizer)
 
     ddp_model: nn.Module = model

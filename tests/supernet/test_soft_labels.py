@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from hwnas.errors import ConfigError, InputError
+from hwnas.errors import CheckpointError, ConfigError, InputError
 from hwnas.supernet import train as train_mod
 from hwnas.supernet.data import build_loaders
 from hwnas.supernet.soft_labels import load_soft_labels, save_soft_labels
@@ -33,6 +33,14 @@ def test_round_trip_looks_logits_up_by_original_position(tmp_path):
     # the JSON or the safetensors path names the same pair
     assert torch.equal(load_soft_labels(tmp_path / "soft.json", "mnist-embedded", np.array([5]), [1], 4)
                        .for_indices([5]), logits[:1])
+
+
+def test_a_stem_with_a_dot_keeps_it(tmp_path):
+    logits = torch.ones(1, 4)
+    save_soft_labels(tmp_path / "soft.v2", logits, np.array([0]), torch.tensor([1]), "mnist-embedded", "test")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["soft.v2.json", "soft.v2.safetensors"]
+    assert torch.equal(load_soft_labels(tmp_path / "soft.v2", "mnist-embedded", np.array([0]), [1], 4)
+                       .for_indices([0]), logits)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -96,4 +104,23 @@ def test_training_refuses_soft_labels_of_another_dataset(tmp_path):
     _pair(tmp_path, dataset="cifar10")
     cfg = load_train_config(None, [*TINY, "distill=stored", f"soft_labels={tmp_path / 'soft'}"])
     with pytest.raises(InputError, match="dataset 'cifar10'"):
+        train_supernet(cfg, tmp_path / "run")
+
+
+def test_resuming_on_other_soft_labels_is_refused(tmp_path):
+    """The same stem rewritten (the teacher retrained) would mix two teachers in one run."""
+    cfg = load_train_config(None, [*TINY, "distill=stored", f"soft_labels={tmp_path / 'soft'}"])
+    loaders = build_loaders(cfg.data)
+    train = loaders.train.dataset
+    labels = torch.as_tensor(train.labels)
+
+    def write(scale: float) -> None:
+        save_soft_labels(tmp_path / "soft", scale * torch.eye(10)[labels], train.indices, labels,
+                         loaders.dataset, "test")
+
+    write(5.0)
+    train_supernet(cfg, tmp_path / "run")
+    train_supernet(cfg, tmp_path / "run")  # the same logits: the finished run reopens
+    write(3.0)
+    with pytest.raises(CheckpointError, match="other soft labels"):
         train_supernet(cfg, tmp_path / "run")
