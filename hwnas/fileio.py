@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from hwnas.errors import HwnasError
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "read_npz",
-           "parse_yaml", "state_dir", "file_lock", "sha256_file", "pid_alive", "remove_stale", "scratch_prefix"]
+           "parse_yaml", "state_dir", "file_lock", "sha256_file", "pid_alive", "remove_stale", "scratch_prefix",
+           "file_stem"]
 
 
 @contextmanager
@@ -183,6 +184,17 @@ def state_dir() -> Path:
         return Path(os.environ["HWNAS_STATE_DIR"])
     base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
     return Path(base) / "hwnas"
+
+
+def file_stem(path: str | os.PathLike[str], suffixes: tuple[str, ...]) -> str:
+    """The stem of a set of files named STEM + suffix, given as the stem or as one of its files:
+    `path` without the first of `suffixes` it ends with. Suffixes are appended to stems, not
+    swapped in, so a stem like `soft.v2` keeps its dot."""
+    stem = str(path)
+    for ext in suffixes:
+        if stem.endswith(ext):
+            return stem[: -len(ext)]
+    return stem
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

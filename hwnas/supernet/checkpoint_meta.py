@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from hwnas.errors import CheckpointError
+from hwnas.fileio import file_stem
 
 __all__ = ["FORMAT", "VERSION", "SHIPPED_NAME", "CheckpointPaths", "checkpoint_paths", "read_json",
            "load_checkpoint_meta", "shipped_checkpoint"]
@@ -32,11 +33,7 @@ class CheckpointPaths(NamedTuple):
 
 def checkpoint_paths(path_stem: str | os.PathLike[str]) -> CheckpointPaths:
     """The files of the checkpoint `path_stem` (a trailing .json/.safetensors is tolerated)."""
-    stem = str(path_stem)
-    for ext in (".state.safetensors", ".state.json", ".safetensors", ".json"):
-        if stem.endswith(ext):
-            stem = stem[: -len(ext)]
-            break
+    stem = file_stem(path_stem, (".state.safetensors", ".state.json", ".safetensors", ".json"))
     return CheckpointPaths(*(Path(stem + ext) for ext in
                              (".safetensors", ".json", ".state.safetensors", ".state.json")))
 

@@ -31,18 +31,13 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load, save as st_save
 
 from hwnas.errors import InputError
-from hwnas.fileio import atomic_write_bytes, atomic_write_json
+from hwnas.fileio import atomic_write_bytes, atomic_write_json, file_stem
 
 FORMAT = "hwnas-soft-labels/1"
 
 
 def _paths(stem: str | Path) -> tuple[Path, Path]:
-    """The pair's files; appended, not swapped in, so a stem like `soft.v2` keeps its dot."""
-    stem = str(stem)
-    for ext in (".safetensors", ".json"):
-        if stem.endswith(ext):
-            stem = stem[: -len(ext)]
-            break
+    stem = file_stem(stem, (".safetensors", ".json"))
     return Path(stem + ".safetensors"), Path(stem + ".json")
 
 
@@ -73,7 +68,7 @@ class SoftLabels:
     logits: torch.Tensor  # [max index + 1, C]; rows of images the file does not hold are unused
     dataset: str
     source: str
-    sha256: str = ""  # of the safetensors file: a resumed run checks it learns from the same logits
+    sha256: str  # of the safetensors file: a resumed run checks it learns from the same logits
 
     def for_indices(self, indices: Sequence[int] | np.ndarray | torch.Tensor) -> torch.Tensor:
         return self.logits[torch.as_tensor(np.asarray(indices), dtype=torch.int64)]

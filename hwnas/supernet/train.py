@@ -391,11 +391,10 @@ def _train_supernet(cfg: TrainConfig, out: Path,
 
         transfer = load_source(cfg, model, loaders.class_names)
     stored = _stored_soft_labels(cfg, loaders) if cfg.distill == "stored" else None
-    if stored is not None:
-        # the same stem with other logits (the teacher retrained) would silently mix two teachers
-        if resumed.get("soft_labels_sha256") not in (None, stored.sha256):
-            raise CheckpointError(f"{out} was trained on other soft labels than {cfg.soft_labels} holds "
-                                  "now (sha256 differs); use another --out or restore those soft labels")
+    # the same stem with other logits (the teacher retrained) would silently mix two teachers
+    if stored is not None and resumed.get("soft_labels_sha256") not in (None, stored.sha256):
+        raise CheckpointError(f"{out} was trained on other soft labels than {cfg.soft_labels} holds "
+                              "now (sha256 differs); use another --out or restore those soft labels")
     if rank == 0:
         _clean_log(log_path, phases, state)
     teacher = None
