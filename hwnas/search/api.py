@@ -217,7 +217,9 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
         ver = _verify(problems, table, prec_of, cand, top_k, measure, variants, s.max_measure, margin)
         first = list(ver.measured)[:top_k]  # in candidate order: the predictor's own satisfaction
         first_try = sum(i in ver.accepted for i in first) / len(first) if first else None
-        late = [i for i in ver.measured if i not in top1_measured]  # replacements beyond the checked
+        # returned replacements beyond the checked: a rejected one's top-1 would cost an evaluation
+        # (minutes on a slow CPU) and decide nothing
+        late = [i for i in ver.accepted if i not in top1_measured]
         if late:
             measure_top1(late)
     verify_s = time.perf_counter() - t

@@ -161,6 +161,30 @@ def test_verification_on_the_real_device(run):
     assert res.best[0]["id"] in set(store["key"])
 
 
+def test_a_rejected_replacement_is_not_evaluated_a_returned_one_is(run):
+    """When the checked candidates fail on the device, the walk goes on to replacements; only
+    those it returns have their top-1 measured (a rejected one's evaluation would decide nothing)."""
+    measured, slow = [], (1.5, 10.0, 10.0)  # the first three measured run slower than predicted, the rest faster
+
+    def device(dev, archs):
+        out = []
+        for a in archs:
+            measured.append(a.id)
+            out.append(run.lat.predict([a])[0] * (slow[len(measured) - 1] if len(measured) <= len(slow) else 0.9))
+        return np.array(out)
+
+    res = run_search(run.run_dir, DEV, run.budget, top_k=1, seed=0, measure=device, accuracy_checks=1,
+                     max_measure=6, **SMALL)
+    checked, later = run.measured_top1[:1], run.measured_top1[1:]
+    rejected = [r["id"] for r in res.verification if not r["accepted"]]
+    assert rejected == measured[:len(slow)] and res.ok and res.best[0]["id"] not in rejected
+    beyond = [i for i in rejected if i not in checked]
+    assert beyond and not set(beyond) & set(run.measured_top1)  # measured on the device, not evaluated
+    assert later == [res.best[0]["id"]] and res.best[0]["measured_top1"] is not None
+    csv = pd.read_csv(run.run_dir / "pareto.csv").set_index("id")
+    assert csv.loc[beyond, "verified"].all() and csv.loc[beyond, "measured_top1"].isna().all()
+
+
 def test_accuracy_is_measured_on_the_test_split_and_decides_the_order(run, monkeypatch):
     """Measured top-1 (test split) of the best candidates goes into pareto.csv beside the
     prediction, and the returned subnets are ordered by it, not by the prediction."""
