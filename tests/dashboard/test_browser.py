@@ -179,7 +179,10 @@ def test_a_table_row_rings_its_point(page):
     page.mouse.click(box["x"] + 17, box["y"] + 53)  # the first row's selection cell: the recommendation
     settle(page)
     assert page.get_by_text("is ringed on the chart").count() == 1
-    assert page.locator(".vega-embed svg .mark-symbol.role-mark path").count() == before + 1
+    # the chart re-renders after the text on a slow machine: wait for the ring, up to 30 s
+    from playwright.sync_api import expect
+
+    expect(page.locator(".vega-embed svg .mark-symbol.role-mark path")).to_have_count(before + 1, timeout=30_000)
 
 
 def test_subnet_detail_settles_and_offers_the_orphaned_export(page, tmp_path):
