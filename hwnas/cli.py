@@ -844,8 +844,9 @@ def search_cmd(
                                                    "table to this many subnets first (each one evaluated on "
                                                    "the validation split: seconds to minutes apiece). Default: "
                                                    "search with the table as it is."),
-    accuracy_checks: Optional[int] = typer.Option(None, "--accuracy-checks", help="Candidates whose top-1 is "
-                                                  "evaluated on the test split (default: 3 x --top-k)."),
+    accuracy_checks: Optional[int] = typer.Option(None, "--accuracy-checks", help="Candidates that must fit the "
+                                                  "budget on the device; their top-1 is evaluated on the test "
+                                                  "split and the best --top-k returned (default: 3 x --top-k)."),
     latency_margin: float = typer.Option(0.02, "--latency-margin", help="Accept a subnet only if measured ms x "
                                          "(1 + margin + 2 x its standard error) is within the budget."),
     accuracy_risk: float = typer.Option(1.0, "--accuracy-risk", help="Search on predicted top-1 minus this many "

@@ -2,9 +2,10 @@
 
 One call: load the run's predictors (building the accuracy table and predictor when missing),
 refuse impossible budgets, search, take the feasible Pareto front of everything scored, then
-verify like a user would: evaluate the best candidates' top-1 for real on the test split (which
-the accuracy table never saw) and order them by it, measure them on the real device (dropping and
-replacing any whose latency does not hold with margin for the protocol's noise), and write
+verify like a user would: measure the best candidates on the real device (dropping and replacing
+any whose latency does not hold with margin for the protocol's noise), evaluate the top-1 of those
+that fit for real on the test split (which the accuracy table never saw) and return the best by
+it, and write
 ``pareto.csv``, ``search.json`` and ``pareto.png`` into the run as one unit.
 
 What to search for is one `SearchSettings` (`hwnas.search.settings`), checked before anything is
@@ -207,23 +208,22 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
                 if mine:
                     top1_measured.update(zip(mine, top1_of[p]([archs[i] for i in mine])))
 
+        # measured on the device first (seconds a subnet) and evaluated only if it fits: an
+        # evaluation on the test split costs minutes on a slow CPU and decides nothing for a
+        # subnet over budget. Those with room for the margin in their prediction go first.
         guarded = [i for i in cand if all(table.cols[ms_key(d)][i] * (1 + margin) <= b
                                           for d, b in budgets.items())]
-        checked = (guarded or cand)[:s.accuracy_checks or 3 * top_k]
-        measure_top1(checked)
-        # measured accuracy decides the order; unmeasured candidates follow in predicted order
-        cand = sorted(checked, key=lambda i: -top1_measured[i]) + [i for i in cand if i not in top1_measured]
+        order = guarded + sorted(set(cand) - set(guarded), key=cand.index)
+        checks = s.accuracy_checks or 3 * top_k
         measure = hooks.measure or device_measure(run, s.devices_file, s.protocol, progress)
-        ver = _verify(problems, table, prec_of, cand, top_k, measure, variants, s.max_measure, margin)
+        ver = _verify(problems, table, prec_of, order, checks, measure, variants, s.max_measure or 2 * checks,
+                      margin)
         first = list(ver.measured)[:top_k]  # in candidate order: the predictor's own satisfaction
         first_try = sum(i in ver.accepted for i in first) / len(first) if first else None
-        # returned replacements beyond the checked: a rejected one's top-1 would cost an evaluation
-        # (minutes on a slow CPU) and decide nothing
-        late = [i for i in ver.accepted if i not in top1_measured]
-        if late:
-            measure_top1(late)
+        measure_top1(ver.accepted)
     verify_s = time.perf_counter() - t
-    chosen = ver.accepted if s.verify else cand[:top_k]
+    # measured top-1 decides which of those that fit are returned, and their order
+    chosen = sorted(ver.accepted, key=lambda i: -top1_measured[i])[:top_k] if s.verify else cand[:top_k]
     front = _frame(problems, table, prec_of, on_front, ver.measured, chosen, run.n_classes, top1_measured,
                    variants)
     ref = problem.reference_point()
@@ -262,7 +262,7 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
                          + ("" if precs == ["fp32"] else f" ({s.precision})"),
                    plot=s.plot)
     return SearchResult(run_dir, s.algo, devices, budgets, best, front, metrics, ver.records, paths,
-                        _message(s.verify, top_k, len(ver.accepted), ver, _budget_labels(budgets, variants)),
+                        _message(s.verify, top_k, len(chosen), ver, _budget_labels(budgets, variants)),
                         getattr(accuracy, "meta", {}).get("metrics") or {}, precision=s.precision)
 
 
@@ -322,9 +322,10 @@ def _verify(problems: dict[str, Problem], table: Batch, prec_of: list[str], cand
             measure: Measure, variants: dict[str, dict[str, str]], max_measure: int | None,
             margin: float) -> Verification:
     """`verify_candidates` per precision: each candidate is measured on its precision's devices
-    (bf16 / int8 rows on those variants). The first `top_k` candidates (best first) say how many
-    each precision must return; a precision that falls short passes its share to the next best
-    candidates of any precision, within `max_measure` (default 3 * top_k) measurements in all.
+    (bf16 / int8 rows on those variants) until `top_k` fit. The first `top_k` candidates (best
+    first) say how many each precision must supply; a precision that falls short passes its share
+    to the next best candidates of any precision, within `max_measure` (default 3 * top_k)
+    measurements in all.
     Returns table rows."""
     most = max_measure or 3 * top_k
     out = Verification()

@@ -33,9 +33,10 @@ class SearchSettings:
     "ms:<device>", "macs", "params"); `max_macs` / `max_params`: limits besides the budgets.
     `accuracy_risk`: sigmas of the accuracy predictor's uncertainty the top-1 objective is lowered by.
     `accuracy_samples`: grow the run's accuracy table to this many subnets first (None: as it is).
-    `verify`: evaluate the `accuracy_checks` (default 3 * top_k) best candidates on the test split,
-    then measure them on the devices (`protocol`: `hwnas.profiling.protocol.ProtocolSettings`, at
-    most `max_measure`, default 3 * top_k) until `top_k` hold every budget with `latency_margin`.
+    `verify`: measure the best candidates on the devices (`protocol`:
+    `hwnas.profiling.protocol.ProtocolSettings`) until `accuracy_checks` (default 3 * top_k) hold
+    every budget with `latency_margin` or `max_measure` (default 2 * accuracy_checks) are measured,
+    evaluate those that fit on the test split and return the `top_k` best by measured top-1.
     `precision`: "fp32", "bf16", "int8" or "auto" (`hwnas.search.api.run_search`); `int8_samples`:
     subnets the drop model of a reduced precision is measured on when its table is shorter.
     `plot`: write pareto.png. `devices_file`: the devices YAML (default: the built-in devices)."""

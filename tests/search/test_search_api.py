@@ -55,21 +55,22 @@ SMALL = {"population": 30, "generations": 15}
 def test_search_writes_front_report_and_plot_and_drops_over_budget_candidates(run):
     first = run_search(run.run_dir, DEV, run.budget, top_k=3, seed=0, verify=False, **SMALL)
     assert len(first.best) == 3 and not any(b["verified"] for b in first.best)
-    top = run_search(run.run_dir, DEV, run.budget, top_k=3, seed=0, measure=_fake_device(run), **SMALL).best[0]["id"]
-    meas = _fake_device(run, slow_ids={top})  # the first candidate breaks the budget on the device
+    top = run_search(run.run_dir, DEV, run.budget, top_k=3, seed=0, measure=_fake_device(run),
+                     **SMALL).verification[0]["id"]
+    meas = _fake_device(run, slow_ids={top})  # the first candidate measured breaks the budget on the device
     res = run_search(run.run_dir, DEV, run.budget, top_k=3, seed=0, measure=meas, **SMALL)
     assert len(res.best) == 3 and top not in [b["id"] for b in res.best]
     assert all(b["verified"] and b["measured_ms"][DEV] <= run.budget for b in res.best)
     dropped = [r for r in res.verification if r["id"] == top]
     assert dropped and not dropped[0]["accepted"] and dropped[0]["measured_ms"] > run.budget
-    assert sum(len(c) for c in meas.calls) == 4  # 3 measured, 1 replacement
+    assert sum(len(c) for c in meas.calls) == 10  # 3 x top_k that fit, 1 replacement
 
     csv = pd.read_csv(run.run_dir / "pareto.csv")
     for col in (*FLAT_COLUMNS, "id", "top1_pred", "ms_pred", "macs", "params", "measured_ms",
                 "within_budget", "verified", "on_front", "selected"):
         assert col in csv.columns, col
     assert (csv.loc[csv["on_front"], "ms_pred"] <= run.budget).all()
-    assert csv["measured_ms"].notna().sum() == 4
+    assert csv["measured_ms"].notna().sum() == 10
     assert not csv.loc[csv["id"] == top, "within_budget"].item()
     front = csv[csv["on_front"]].sort_values("ms_pred")
     assert front["top1_objective"].is_monotonic_increasing  # a front: slower only if more accurate
@@ -118,7 +119,7 @@ def test_every_algorithm_returns_a_verified_front(run, algo, extra):
 def test_nothing_returned_when_every_candidate_breaks_the_budget(run):
     res = run_search(run.run_dir, DEV, run.budget, top_k=2, measure=_fake_device(run, factor=3.0), **SMALL)
     assert res.best == [] and not res.ok
-    assert "none of the 6 measured candidates" in res.message
+    assert "none of the 12 measured candidates" in res.message  # 2 x the 3 x top_k
     doc = json.loads((run.run_dir / "search.json").read_text())
     assert doc["best"] == [] and doc["metrics"]["accepted"] == 0
 
@@ -161,9 +162,10 @@ def test_verification_on_the_real_device(run):
     assert res.best[0]["id"] in set(store["key"])
 
 
-def test_a_rejected_replacement_is_not_evaluated_a_returned_one_is(run):
-    """When the checked candidates fail on the device, the walk goes on to replacements; only
-    those it returns have their top-1 measured (a rejected one's evaluation would decide nothing)."""
+def test_only_subnets_that_fit_on_the_device_are_evaluated(run):
+    """The device goes first: candidates that break the budget when measured are replaced and never
+    evaluated (an evaluation would decide nothing); those that fit are evaluated, and the best of
+    them by measured top-1 is returned."""
     measured, slow = [], (1.5, 10.0, 10.0)  # the first three measured run slower than predicted, the rest faster
 
     def device(dev, archs):
@@ -173,16 +175,16 @@ def test_a_rejected_replacement_is_not_evaluated_a_returned_one_is(run):
             out.append(run.lat.predict([a])[0] * (slow[len(measured) - 1] if len(measured) <= len(slow) else 0.9))
         return np.array(out)
 
-    res = run_search(run.run_dir, DEV, run.budget, top_k=1, seed=0, measure=device, accuracy_checks=1,
+    res = run_search(run.run_dir, DEV, run.budget, top_k=1, seed=0, measure=device, accuracy_checks=2,
                      max_measure=6, **SMALL)
-    checked, later = run.measured_top1[:1], run.measured_top1[1:]
     rejected = [r["id"] for r in res.verification if not r["accepted"]]
-    assert rejected == measured[:len(slow)] and res.ok and res.best[0]["id"] not in rejected
-    beyond = [i for i in rejected if i not in checked]
-    assert beyond and not set(beyond) & set(run.measured_top1)  # measured on the device, not evaluated
-    assert later == [res.best[0]["id"]] and res.best[0]["measured_top1"] is not None
+    fits = [r["id"] for r in res.verification if r["accepted"]]
+    assert rejected == measured[:len(slow)] and len(fits) == 2 and res.ok
+    assert sorted(run.measured_top1) == sorted(fits)  # evaluated: those that fit, and only those
+    assert res.best[0]["id"] in fits and res.best[0]["measured_top1"] is not None
     csv = pd.read_csv(run.run_dir / "pareto.csv").set_index("id")
-    assert csv.loc[beyond, "verified"].all() and csv.loc[beyond, "measured_top1"].isna().all()
+    assert csv.loc[rejected, "verified"].all() and csv.loc[rejected, "measured_top1"].isna().all()
+    assert csv.loc[fits, "measured_top1"].notna().all()
 
 
 def test_accuracy_is_measured_on_the_test_split_and_decides_the_order(run, monkeypatch):
