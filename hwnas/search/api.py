@@ -98,9 +98,10 @@ def run_search(run_dir: str | Path, settings: SearchSettings | str | Sequence[st
 
     The top-1 objective is ``predicted - accuracy_risk * sigma`` (see `Problem`); pareto.csv reports
     the prediction itself (`top1_pred`), its sigma and the objective (`top1_objective`).
-    With `verify`: the `accuracy_checks` (default 3 * top_k) best candidates by predicted top-1 are
-    evaluated on the test split and ordered by measured top-1; then they are measured on each device
-    until `top_k` hold every budget with `latency_margin` (see `hwnas.search.verify`).
+    With `verify`: the best candidates by predicted top-1 are measured on each device until
+    `accuracy_checks` (default 3 * top_k) hold every budget with `latency_margin` (see
+    `hwnas.search.verify`) or `max_measure` (default 2 * accuracy_checks) are measured; those that
+    fit are evaluated on the test split, and the `top_k` best by measured top-1 are returned.
 
     `precision`: "fp32" (the devices as named), "bf16" / "int8" (each device's variant in that
     precision, ``<device>-bf16`` / ``<device>-int8``: its latency predictor, and verification on it)
