@@ -5,8 +5,7 @@ refuse impossible budgets, search, take the feasible Pareto front of everything 
 verify like a user would: measure the best candidates on the real device (dropping and replacing
 any whose latency does not hold with margin for the protocol's noise), evaluate the top-1 of those
 that fit for real on the test split (which the accuracy table never saw) and return the best by
-it, and write
-``pareto.csv``, ``search.json`` and ``pareto.png`` into the run as one unit.
+it, and write ``pareto.csv``, ``search.json`` and ``pareto.png`` into the run as one unit.
 
 What to search for is one `SearchSettings` (`hwnas.search.settings`), checked before anything is
 read; the run is read and written through `open_run` / `RunFiles` alone.
