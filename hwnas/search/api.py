@@ -213,11 +213,11 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
         # subnet over budget. Those with room for the margin in their prediction go first.
         guarded = [i for i in cand if all(table.cols[ms_key(d)][i] * (1 + margin) <= b
                                           for d, b in budgets.items())]
-        order = guarded + sorted(set(cand) - set(guarded), key=cand.index)
+        kept = set(guarded)
+        order = guarded + [i for i in cand if i not in kept]
         checks = s.accuracy_checks or 3 * top_k
         measure = hooks.measure or device_measure(run, s.devices_file, s.protocol, progress)
-        ver = _verify(problems, table, prec_of, order, checks, measure, variants, s.max_measure or 2 * checks,
-                      margin)
+        ver = _verify(problems, table, prec_of, order, checks, measure, variants, s.max_measure, margin)
         first = list(ver.measured)[:top_k]  # in candidate order: the predictor's own satisfaction
         first_try = sum(i in ver.accepted for i in first) / len(first) if first else None
         measure_top1(ver.accepted)
@@ -324,10 +324,10 @@ def _verify(problems: dict[str, Problem], table: Batch, prec_of: list[str], cand
     """`verify_candidates` per precision: each candidate is measured on its precision's devices
     (bf16 / int8 rows on those variants) until `top_k` fit. The first `top_k` candidates (best
     first) say how many each precision must supply; a precision that falls short passes its share
-    to the next best candidates of any precision, within `max_measure` (default 3 * top_k)
+    to the next best candidates of any precision, within `max_measure` (default 2 * top_k)
     measurements in all.
     Returns table rows."""
-    most = max_measure or 3 * top_k
+    most = max_measure or 2 * top_k
     out = Verification()
     left = list(cand)
     while len(out.accepted) < top_k and left and out.n_measured < most:
