@@ -1,7 +1,8 @@
 """Atomic file writes: write a temporary file beside the target, then rename over it.
 
 A crash (or Ctrl-C) mid-write leaves either the old file or the new one, never half of one.
-Also the readers of files a user hands over that need care (`parse_yaml`, `read_npz`).
+Also the readers that need care: files a user hands over (`parse_yaml`, `read_npz`) and Parquet
+tables another process may replace while they are read (`read_parquet`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 if TYPE_CHECKING:
     from hwnas.errors import HwnasError
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "read_npz",
+__all__ = ["read_parquet", "atomic_path", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "read_npz",
            "parse_yaml", "state_dir", "file_lock", "sha256_file", "pid_alive", "remove_stale", "scratch_prefix",
            "file_stem"]
 
@@ -64,6 +65,20 @@ def atomic_path(target: str | os.PathLike[str], suffix: str = "") -> Iterator[Pa
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def read_parquet(path: str | os.PathLike[str]):
+    """A Parquet file as a DataFrame, read from one version of it even while a writer renames a
+    new one over it (`atomic_path`).
+
+    Given a path, pyarrow reads the file's size and opens it separately, so a rename in between
+    reads the new file with the old size ("Unexpected end of stream"). An open handle pins one
+    inode for the whole read.
+    """
+    import pandas as pd
+
+    with open(path, "rb") as f:
+        return pd.read_parquet(f)
 
 
 def _umask() -> int:

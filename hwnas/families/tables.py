@@ -13,6 +13,7 @@ import numpy as np
 
 from hwnas.errors import InputError, TableError, shown
 from hwnas.families.base import Family
+from hwnas.fileio import read_parquet
 
 __all__ = ["table_codes", "stats_frame", "read_arch_frame", "read_table_frame", "frame_archs", "archs_frame",
            "MIN_R", "MAX_R"]
@@ -96,7 +97,7 @@ def read_table_frame(path: str | Path):
         raise TableError(f"table {path} does not exist")
     try:
         if path.suffix == ".parquet":
-            df = pd.read_parquet(path)
+            df = read_parquet(path)
         else:
             df = pd.read_csv(path, skipinitialspace=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as err:

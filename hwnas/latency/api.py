@@ -17,6 +17,7 @@ import numpy as np
 from hwnas.errors import InputError, TableError, shown
 from hwnas.families import DEFAULT_FAMILY, Family, get_family
 from hwnas.families.tables import read_table_frame
+from hwnas.fileio import read_parquet
 from hwnas.latency.analytic import AnalyticPredictor
 from hwnas.latency.base import LatencyPredictor, load_predictor
 from hwnas.latency.lut import LookupTablePredictor
@@ -98,7 +99,7 @@ def _load_entries(entries: str | Path | None, width_mult: float, n_classes: int,
     path = Path(entries)
     if not path.exists():
         raise TableError(f"entries table {path} does not exist")
-    df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, skipinitialspace=True)
+    df = read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, skipinitialspace=True)
     return LookupTablePredictor.from_entries(df, width_mult=width_mult, n_classes=n_classes,
                                              source=str(path), family=family)
 

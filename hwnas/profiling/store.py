@@ -28,7 +28,7 @@ import pandas as pd
 from hwnas.devices.stats import LatencyStats
 from hwnas.errors import TableError
 from hwnas.families.base import GeneArch
-from hwnas.fileio import atomic_path
+from hwnas.fileio import atomic_path, read_parquet
 from hwnas.run import RunFiles
 
 __all__ = ["MEASUREMENTS", "MeasurementStore", "read_measurements", "stats_row"]
@@ -123,7 +123,7 @@ def read_measurements(run_dir: str | Path, device: str | None = None, kind: str 
     if not path.exists():
         return pd.DataFrame()
     try:
-        df = pd.read_parquet(path)
+        df = read_parquet(path)
     except Exception as err:  # pyarrow raises several types for a damaged file
         raise TableError(f"measurement store {path} is unreadable ({type(err).__name__}); "
                          "restore it or move it away and profile again") from None

@@ -283,3 +283,25 @@ def test_two_processes_calibrating_anchors_keep_every_anchor(tmp_path):
     assert all(p.wait(timeout=300) == 0 for p in procs)
     book = AnchorBook(tmp_path / "anchors.json")
     assert {e["key"] for dev in ("a", "b") for e in book.entries(dev)} == {f"{d}-{i}" for d in "ab" for i in range(300)}
+
+
+def test_reading_the_store_while_a_profile_appends_never_fails(tmp_path):
+    """A reader (the dashboard, a second `hwnas` command) sees one whole version of the store while
+    another process renames new ones over it; pyarrow given a path read a new file with the old
+    file's size ("Unexpected end of stream")."""
+    from hwnas.profiling.store import read_measurements
+
+    script = tmp_path / "append.py"
+    script.write_text(_APPENDER)
+    writer = subprocess.Popen([sys.executable, str(script), str(tmp_path), "a", "200"])
+    reads = 0
+    try:
+        while writer.poll() is None:
+            if (tmp_path / "measurements.parquet").exists():
+                read_measurements(tmp_path)
+                reads += 1
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+    assert writer.wait() == 0 and reads > 0
+    assert len(read_measurements(tmp_path)) == 200
