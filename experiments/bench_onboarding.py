@@ -19,7 +19,13 @@ Few-shot transfer: N = 10 rows + a predictor of the other simulated GPU (500 row
 ``--samples auto`` replay: `auto_profile` choosing from half B's measured rows, against a
 100-row random profile, both scored on the same held-out rows.
 
+``--table CSV``: only the learning curve of a cpu-ort table measured on another machine (by
+``experiments/make_latency_fixture.py --devices cpu-ort --no-blocks --seed S``), with the shipped
+prior as it ships (not refitted): a user onboarding a new host, scored against what that table's
+two passes agree on.
+
     .venv/bin/python experiments/bench_onboarding.py [--seeds 5] [--quick]
+    .venv/bin/python experiments/bench_onboarding.py --table T.csv --out experiments/results/onboarding_<host>.json
     .venv/bin/python experiments/bench_onboarding.py --write-prior   # print the cpu-ort prior (for hwnas/families/ofa_mbv3/latency_priors.json)
 
 Writes experiments/results/onboarding.json.
@@ -55,9 +61,23 @@ PAIRS = (("gpu-a", "gpu-b"), ("gpu-b", "gpu-a"))
 BATCHES = (1, 16, 64)
 
 
-def cpu_table() -> tuple[np.ndarray, np.ndarray]:
-    m, _, df = read_latency_table(SUBNETS, "ort_ms")
+def cpu_table(path: Path = SUBNETS) -> tuple[np.ndarray, np.ndarray]:
+    m, _, df = read_latency_table(path, "ort_ms")
     return m, 0.5 * (df["ort_ms"].to_numpy() + df["ort_ms_repeat"].to_numpy())
+
+
+def new_host(path: Path, seeds: int, log) -> dict:
+    """The learning curve of a table from another host with the shipped priors, and how far its
+    two passes agree (the noise a predictor is scored against)."""
+    m, _, df = read_latency_table(path, "ort_ms")
+    first, second = df["ort_ms"].to_numpy(), df["ort_ms_repeat"].to_numpy()
+    agree = summary(first, second)
+    passes = {k: round(float(agree[k]), 4) for k in METRICS}
+    log(f"{path}: its two passes agree {passes}")
+    table = {"name": f"cpu-ort ({path.name})", "m": m, "y": 0.5 * (first + second), "n_classes": 10,
+             "priors": None}
+    return {"table": str(path), "rows": len(m), "passes_agree": passes,
+            "learning_curve": learning_curves([table], SIZES, seeds, log)}
 
 
 def cpu_prior(m: np.ndarray, y: np.ndarray, name: str = "cpu-ort") -> AnalyticPredictor:
@@ -178,11 +198,19 @@ def _auto_rows(result, space, m, pool) -> np.ndarray:
     return np.asarray([i for i, a_ in zip(pool, space.from_matrix(m[pool])) if a_.id in measured])
 
 
+def _cpu_model() -> dict:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return {"cpu": line.split(":", 1)[1].strip()}
+    return {}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="4 tables (batch 1 and 64) instead of 7")
     ap.add_argument("--write-prior", action="store_true", help="print the cpu-ort prior's document")
+    ap.add_argument("--table", type=Path, help="only the learning curve of this cpu-ort table from another host")
     ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "onboarding.json"))
     args = ap.parse_args()
     if args.write_prior:
@@ -193,6 +221,13 @@ def main() -> None:
         print(msg, flush=True)
 
     t0 = time.time()
+    if args.table:
+        atomic_write_json(args.out, {
+            "command": "python experiments/bench_onboarding.py " + " ".join(sys.argv[1:]),
+            "machine": platform.processor() or platform.machine(), **_cpu_model(),
+            **new_host(args.table, args.seeds, log), "seconds": round(time.time() - t0)})
+        log(f"wrote {args.out} ({time.time() - t0:.0f} s)")
+        return
     tables = datasets(args.quick)
     sizes = SIZES
     log("held-out within_5 / within_10 / Kendall tau (median over seeds): flops, today, new")
