@@ -219,7 +219,7 @@ class _Exporter:
     def export(self, cand: Candidate, out: Path) -> _Result:
         import torch
 
-        from hwnas.supernet.bn import evaluate, recalibrate_bn
+        from hwnas.supernet.bn import evaluate, folded_for_eval, recalibrate_bn
         from hwnas.supernet.data import spread_images
         from hwnas.supernet.finetune import load_finetuned
 
@@ -231,7 +231,8 @@ class _Exporter:
         recalibrate_bn(subnet, calib, len(calib), resolution=arch.r)
         finetuned = load_finetuned(self.run, arch, subnet)  # its own weights, when fine-tuned
         self._step(arch, "evaluate on the test split")
-        accuracy = evaluate(subnet, loaders.test, resolution=arch.r)
+        # evaluated as search verification evaluates (BN folded), so both report the same top-1
+        accuracy = evaluate(folded_for_eval(subnet), loaders.test, resolution=arch.r)
         images, labels = spread_images(loaders.test.dataset, self.verify_images, arch.r)
         with torch.inference_mode():
             reference = np.concatenate([subnet(torch.from_numpy(images[i:i + 64])).numpy()

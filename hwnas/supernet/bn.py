@@ -23,7 +23,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from hwnas.errors import InputError
 from hwnas.supernet.data import resize_batch
 
-__all__ = ["batchnorm_layers", "recalibrate_bn", "evaluate"]
+__all__ = ["batchnorm_layers", "recalibrate_bn", "folded_for_eval", "evaluate"]
 
 
 def batchnorm_layers(model: nn.Module) -> list[_BatchNorm]:
@@ -72,6 +72,23 @@ def recalibrate_bn(model: nn.Module, loader: Iterable, n_batches: int,
     if seen == 0:
         raise InputError("BatchNorm recalibration got no batches: the loader is empty")
     return model
+
+
+def folded_for_eval(model: nn.Module) -> nn.Module:
+    """A copy of `model` (in eval mode, channels-last) with each BatchNorm folded into the
+    convolution before it, for evaluation only: the same outputs to float rounding, one pass over
+    each activation fewer (on a 2-core CPU 1.03-1.08x faster at r20, ~1.5x at r44:
+    `experiments/bench_eval_speed.py`). A model that torch.fx cannot trace (data-dependent control
+    flow) is returned as it is, in eval mode."""
+    from torch.fx.experimental.optimization import fuse
+
+    model.eval()
+    try:
+        folded = fuse(model, inplace=False)
+    except Exception:  # tracing failures have no common type (TraceError, TypeError, ...)
+        return model
+    # oneDNN's depthwise convolutions are faster in this layout on CPU
+    return folded.to(memory_format=torch.channels_last)
 
 
 @torch.inference_mode()

@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from hwnas.errors import InputError
-from hwnas.supernet.bn import evaluate, recalibrate_bn
+from hwnas.supernet.bn import evaluate, folded_for_eval, recalibrate_bn
 from hwnas.supernet.data import BN_IMAGES, Loaders, calibration_loader
 
 __all__ = ["evaluate_subnets", "subnets_of_checkpoint"]
@@ -41,7 +41,7 @@ def evaluate_subnets(model: Any, archs: Sequence[Any], loaders: Loaders, *,
         # channels_last weights: oneDNN's depthwise convolutions are faster in that layout on CPU
         subnet = model.get_subnet(arch).to(memory_format=torch.channels_last)
         recalibrate_bn(subnet, calib, n_calib_batches, resolution=arch.r)
-        res = evaluate(subnet, target, resolution=arch.r, max_batches=max_batches)
+        res = evaluate(folded_for_eval(subnet), target, resolution=arch.r, max_batches=max_batches)
         rows.append({"id": arch.id, "top1": res["top1"], "loss": res["loss"], "n": res["n"]})
         if progress:
             progress(i + 1, len(archs))

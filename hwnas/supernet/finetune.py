@@ -102,7 +102,7 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
     """Fine-tune `arch` (an arch of the run's space) and store it in the run; returns the record
     (top-1 before and after on val and test, epochs, time)."""
     from hwnas.distributed import process_device
-    from hwnas.supernet.bn import evaluate, recalibrate_bn
+    from hwnas.supernet.bn import evaluate, folded_for_eval, recalibrate_bn
     from hwnas.supernet.checkpoint import save_checkpoint
     from hwnas.supernet.data import build_loaders, calibration_loader
     from hwnas.supernet.pretrained import data_config_of, load_supernet
@@ -124,7 +124,8 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
         return recalibrate_bn(module, calib, len(calib), resolution=arch.r)
 
     student = calibrated(model.get_subnet(arch))
-    before = {split: evaluate(student, getattr(loaders, split), resolution=arch.r)["top1"]
+    # BN folded for evaluation, as search verification and export evaluate: the same top-1 as theirs
+    before = {split: evaluate(folded_for_eval(student), getattr(loaders, split), resolution=arch.r)["top1"]
               for split in ("val", "test")}
     teacher = calibrated(model.get_subnet(run.space.max_arch(arch.r))).requires_grad_(False)
     del model
@@ -135,7 +136,7 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
                 progress=progress, family=run.family.name)
     student, teacher = student.cpu(), None
     calibrated(student)
-    after = {split: evaluate(student, getattr(loaders, split), resolution=arch.r)
+    after = {split: evaluate(folded_for_eval(student), getattr(loaders, split), resolution=arch.r)
              for split in ("val", "test")}
     record = {"id": arch.id, "arch": arch.to_ofa_dict(), "epochs": settings.epochs,
               "settings": asdict(settings), "data": data_cfg.model_dump(mode="json"),
