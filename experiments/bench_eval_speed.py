@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
 import statistics
 import sys
 import time
@@ -29,6 +28,7 @@ from hwnas.fileio import atomic_write_json
 from hwnas.supernet.bn import evaluate, folded_for_eval, recalibrate_bn
 from hwnas.supernet.data import BN_IMAGES, build_loaders, calibration_loader
 from hwnas.supernet.pretrained import data_config_of, load_supernet
+from machine import cpu_model  # experiments/machine.py (a script's folder is on sys.path)
 
 OUT = Path(__file__).resolve().parent / "results" / "eval_speed.json"
 
@@ -65,11 +65,9 @@ def main() -> None:
             rows.append(row)
             print(f"{name:>8} r{r}: as is {med['as_is']:.2f} s, folded {med['folded']:.2f} s "
                   f"({row['speedup']:.2f}x); top-1 {top1['as_is']:.2f} / {top1['folded']:.2f}", flush=True)
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.machine())
     atomic_write_json(args.out, {
         "command": "python experiments/bench_eval_speed.py " + " ".join(sys.argv[1:]),
-        "cpu": cpu, "threads": torch.get_num_threads(), "torch": torch.__version__,
+        "cpu": cpu_model(), "threads": torch.get_num_threads(), "torch": torch.__version__,
         "images": len(test.dataset), "bn_images": BN_IMAGES, "repeats": args.repeats, "rows": rows,
         "seconds": round(time.time() - t0)})
     print(f"wrote {args.out}")

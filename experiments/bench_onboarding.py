@@ -53,6 +53,7 @@ from hwnas.space import SearchSpace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from gpu_simulator import simulate_latency  # noqa: E402  (test support: a synthetic GPU)
+from machine import cpu_model  # noqa: E402  (experiments/machine.py; a script's folder is on sys.path)
 
 SUBNETS = ROOT / "tests" / "latency" / "data" / "ofa_cpu_subnets.csv"
 SIZES = (5, 10, 20, 50, 100)
@@ -61,8 +62,8 @@ PAIRS = (("gpu-a", "gpu-b"), ("gpu-b", "gpu-a"))
 BATCHES = (1, 16, 64)
 
 
-def cpu_table(path: Path = SUBNETS) -> tuple[np.ndarray, np.ndarray]:
-    m, _, df = read_latency_table(path, "ort_ms")
+def cpu_table() -> tuple[np.ndarray, np.ndarray]:
+    m, _, df = read_latency_table(SUBNETS, "ort_ms")
     return m, 0.5 * (df["ort_ms"].to_numpy() + df["ort_ms_repeat"].to_numpy())
 
 
@@ -198,13 +199,6 @@ def _auto_rows(result, space, m, pool) -> np.ndarray:
     return np.asarray([i for i, a_ in zip(pool, space.from_matrix(m[pool])) if a_.id in measured])
 
 
-def _cpu_model() -> dict:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return {"cpu": line.split(":", 1)[1].strip()}
-    return {}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
@@ -224,7 +218,7 @@ def main() -> None:
     if args.table:
         atomic_write_json(args.out, {
             "command": "python experiments/bench_onboarding.py " + " ".join(sys.argv[1:]),
-            "machine": platform.processor() or platform.machine(), **_cpu_model(),
+            "machine": platform.machine(), "cpu": cpu_model(),
             **new_host(args.table, args.seeds, log), "seconds": round(time.time() - t0)})
         log(f"wrote {args.out} ({time.time() - t0:.0f} s)")
         return

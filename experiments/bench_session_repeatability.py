@@ -28,18 +28,9 @@ from hwnas.fileio import atomic_write_json
 from hwnas.profiling.stage import profile
 from hwnas.profiling.store import read_measurements
 from hwnas.run import open_run
+from machine import cpu_model  # experiments/machine.py (a script's folder is on sys.path)
 
 OUT = Path(__file__).resolve().parent / "results" / "session_repeatability.json"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def cpu_flags() -> list[str]:

@@ -124,26 +124,19 @@ def test_evaluate_reports_top1_percent_mean_loss_and_count():
         evaluate(model, [])
 
 
-@pytest.mark.parametrize("family_name", ["ofa-mbv3", "ofa-proxyless", "ofa-resnet50", "tiny-convnet"])
-def test_folding_bn_keeps_every_familys_outputs_and_leaves_no_bn(family_name):
+def test_folding_bn_keeps_every_familys_outputs_and_leaves_no_bn(family):
     """Evaluation folds BN into the convolutions (`evaluate_subnets`): every family's subnets
     trace, and what they compute is unchanged to float rounding."""
-    from family_runs import family_in_registry
-
-    from hwnas.families import get_family
-
     torch.manual_seed(0)
-    with family_in_registry(family_name):
-        fam = get_family(family_name)
-        space = fam.default_space()
-        subnet = fam.build_supernet(10, space.width_mult, 0.0).get_subnet(space.max_arch())
-        x = torch.randn(4, 3, space.max_arch().r, space.max_arch().r)
-        subnet.train()
-        with torch.no_grad():
-            subnet(x)  # running statistics that are not the identity
-        folded = folded_for_eval(subnet)
-        with torch.no_grad():
-            want, got = subnet.eval()(x), folded(x)
+    space = family.default_space()
+    subnet = family.build_supernet(10, space.width_mult, 0.0).get_subnet(space.max_arch())
+    x = torch.randn(4, 3, space.max_arch().r, space.max_arch().r)
+    subnet.train()
+    with torch.no_grad():
+        subnet(x)  # running statistics that are not the identity
+    folded = folded_for_eval(subnet)
+    with torch.no_grad():
+        want, got = subnet.eval()(x), folded(x)
     assert not batchnorm_layers(folded)
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-4 * float(want.abs().max()))
 
