@@ -125,7 +125,8 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
 
     student = calibrated(model.get_subnet(arch))
     # BN folded for evaluation, as search verification and export evaluate: the same top-1 as theirs
-    before = {split: evaluate(folded_for_eval(student), getattr(loaders, split), resolution=arch.r)["top1"]
+    inference = folded_for_eval(student)
+    before = {split: evaluate(inference, getattr(loaders, split), resolution=arch.r)["top1"]
               for split in ("val", "test")}
     teacher = calibrated(model.get_subnet(run.space.max_arch(arch.r))).requires_grad_(False)
     del model
@@ -136,7 +137,8 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
                 progress=progress, family=run.family.name)
     student, teacher = student.cpu(), None
     calibrated(student)
-    after = {split: evaluate(folded_for_eval(student), getattr(loaders, split), resolution=arch.r)
+    inference = folded_for_eval(student)
+    after = {split: evaluate(inference, getattr(loaders, split), resolution=arch.r)
              for split in ("val", "test")}
     record = {"id": arch.id, "arch": arch.to_ofa_dict(), "epochs": settings.epochs,
               "settings": asdict(settings), "data": data_cfg.model_dump(mode="json"),
