@@ -29,14 +29,32 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(os.cpu_count() or 1, 4))
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's worker has renamed the grouped tests
 def pytest_collection_modifyitems(config, items):
-    """`gpu` tests skip, with the reason, where no CUDA device exists."""
+    """`gpu` tests skip, with the reason, where no CUDA device exists; a warning where pytest-xdist
+    does not group."""
+    _warn_unless_grouped(config, items)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device; none on this machine")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _warn_unless_grouped(config, items) -> None:
+    """`--dist loadgroup` keeps the tests of one `xdist_group` (the browser tests, the INT8 export
+    tests) on one worker, which builds their minutes-long session fixtures once. pytest-xdist marks a
+    grouped test by suffixing its node id with ``@group``; where it cannot (pytest-xdist 3.8 on pytest
+    9.2), every worker builds them and the suite runs minutes longer: say so."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    lost = [item.nodeid for item in items
+            if item.get_closest_marker("xdist_group") and "@" not in item.nodeid.rsplit("::", 1)[-1]]
+    if lost:
+        config.issue_config_time_warning(pytest.PytestWarning(
+            f"pytest-xdist did not group {len(lost)} tests (e.g. {lost[0]}): every worker builds their "
+            "fixtures; install the pytest versions pyproject.toml's dev extra allows"), stacklevel=2)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -13,6 +13,9 @@ import pytest
 from hwnas.errors import DeviceError
 from hwnas.export import VerificationError, export_subnet, load
 
+# the tests on `trained_export_run` (300 training steps, ~90 s) share one pytest-xdist worker
+pytestmark = pytest.mark.xdist_group("trained-export")
+
 BF16 = "cpu-openvino-bf16"
 
 

@@ -11,6 +11,9 @@ from hwnas.errors import InputError
 from hwnas.export import VerificationError, export_subnet, load
 from hwnas.supernet.data import CALIBRATION_IMAGES
 
+# the tests on `trained_export_run` (300 training steps, ~90 s) share one pytest-xdist worker
+pytestmark = pytest.mark.xdist_group("trained-export")
+
 
 def _usable(name: str) -> None:
     from hwnas.devices import get_device
