@@ -67,18 +67,31 @@ def pick_subnets(space, n_classes: int, k: int, seed: int = 0) -> dict[str, obje
     return picks
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--passes", type=int, default=8, help="passes, every other one with the neighbour")
-    ap.add_argument("--subnets", type=int, default=6, help="subnets across the cost range")
-    ap.add_argument("--device", default="cpu-ort")
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args()
-    t0 = time.time()
+def one_pass(session, runners, seed: int, loaded: bool) -> dict:
+    """One measurement of every runner beside the session's reference (the profiler's protocol),
+    with the memory-bound neighbour running when `loaded`."""
+    stop = mp.Event()
+    neighbour = mp.Process(target=memory_neighbour, args=(stop,), daemon=True) if loaded else None
+    if neighbour is not None:
+        neighbour.start()
+        time.sleep(1.0)
+    try:
+        stats = measure_many(runners, session.reference_runner(), **{**session.protocol.kwargs(), "seed": seed})
+    finally:
+        if neighbour is not None:
+            stop.set()
+            neighbour.join()
+    return {"loaded": loaded, "ref_small_ms": stats["R_big"].ref_median_ms,
+            "ratio_small": {k: s.ratio for k, s in stats.items()},
+            "median_ms": {k: s.median_ms for k, s in stats.items()}}
+
+
+def measure_passes(device: str, n_passes: int, n_subnets: int) -> tuple[dict, dict, object, list[dict]]:
+    """(picks, their MACs with R_small's, R_small's arch, the passes), every other pass loaded."""
     with tempfile.TemporaryDirectory() as tmp:
         run = open_run(Path(tmp) / "run")
-        with open_session(run, args.device) as session:
-            picks = pick_subnets(run.space, run.n_classes, args.subnets)
+        with open_session(run, device) as session:
+            picks = pick_subnets(run.space, run.n_classes, n_subnets)
             runners, macs = {}, {}
             for name, arch in picks.items():
                 art = session.compile(name, build_timing_subnet(arch, run.n_classes),
@@ -88,58 +101,63 @@ def main() -> None:
             ref = session.reference
             macs["R_small"] = int(ref.family.arch_params_macs(ref, run.n_classes)[1])
             passes = []
-            for p in range(args.passes):
-                loaded = p % 2 == 1
-                stop = mp.Event()
-                neighbour = mp.Process(target=memory_neighbour, args=(stop,), daemon=True) if loaded else None
-                if neighbour is not None:
-                    neighbour.start()
-                    time.sleep(1.0)
-                try:
-                    stats = measure_many(runners, session.reference_runner(),
-                                         **{**session.protocol.kwargs(), "seed": p})
-                finally:
-                    if neighbour is not None:
-                        stop.set()
-                        neighbour.join()
-                passes.append({"loaded": loaded, "ref_small_ms": stats["R_big"].ref_median_ms,
-                               "ratio_small": {k: s.ratio for k, s in stats.items()},
-                               "median_ms": {k: s.median_ms for k, s in stats.items()}})
-                print(f"pass {p + 1}/{args.passes} {'loaded' if loaded else 'quiet '}: "
-                      f"R_small {stats['R_big'].ref_median_ms:.3f} ms, R_big/R_small "
-                      f"{stats['R_big'].ratio:.3f}", flush=True)
-            for r in runners.values():
-                r.close()
+            try:
+                for p in range(n_passes):
+                    passes.append(one_pass(session, runners, seed=p, loaded=p % 2 == 1))
+                    last = passes[-1]
+                    print(f"pass {p + 1}/{n_passes} {'loaded' if last['loaded'] else 'quiet '}: R_small "
+                          f"{last['ref_small_ms']:.3f} ms, R_big/R_small {last['ratio_small']['R_big']:.3f}",
+                          flush=True)
+            finally:
+                for r in runners.values():
+                    r.close()
+    return picks, macs, ref, passes
 
-    def shift(name: str, vs_big: bool) -> float:
-        """Median loaded ratio over median quiet ratio, minus one."""
-        def val(p):
-            x = p["ratio_small"][name]
-            return x / p["ratio_small"]["R_big"] if vs_big else x
-        quiet = statistics.median(val(p) for p in passes if not p["loaded"])
-        busy = statistics.median(val(p) for p in passes if p["loaded"])
+
+def subnet_rows(picks: dict, macs: dict, passes: list[dict]) -> list[dict]:
+    """Per subnet (by MACs): the pass-to-pass spread of its raw median and of its ratio to each
+    reference, and the neighbour's shift of each ratio."""
+    def ratio(p: dict, name: str, vs_big: bool) -> float:
+        x = p["ratio_small"][name]
+        return x / p["ratio_small"]["R_big"] if vs_big else x
+
+    def shift(name: str, vs_big: bool) -> float:  # median loaded ratio over median quiet ratio, minus one
+        quiet = statistics.median(ratio(p, name, vs_big) for p in passes if not p["loaded"])
+        busy = statistics.median(ratio(p, name, vs_big) for p in passes if p["loaded"])
         return round(busy / quiet - 1.0, 4)
 
-    def spread(values) -> float:
-        """Pass-to-pass standard deviation of the log (about the relative spread)."""
+    def spread(values) -> float:  # standard deviation of the log: about the relative spread
         return round(float(np.std(np.log(list(values)), ddof=1)), 4)
 
-    rows = [{"subnet": k, "macs": macs[k], "arch": picks[k].id,
+    return [{"subnet": k, "macs": macs[k], "arch": picks[k].id,
              "spread_raw_median": spread(p["median_ms"][k] for p in passes),
-             "spread_vs_small_reference": spread(p["ratio_small"][k] for p in passes),
-             "spread_vs_big_reference": (spread(p["ratio_small"][k] / p["ratio_small"]["R_big"] for p in passes)
-                                         if k != "R_big" else 0.0),
+             "spread_vs_small_reference": spread(ratio(p, k, False) for p in passes),
+             "spread_vs_big_reference": spread(ratio(p, k, True) for p in passes) if k != "R_big" else 0.0,
              "shift_vs_small_reference": shift(k, False),
              "shift_vs_big_reference": shift(k, True) if k != "R_big" else 0.0}
             for k in sorted(picks, key=lambda k: macs[k])]
-    small_ms = [p["ref_small_ms"] for p in passes]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--passes", type=int, default=8, help="passes, every other one with the neighbour")
+    ap.add_argument("--subnets", type=int, default=6, help="subnets across the cost range")
+    ap.add_argument("--device", default="cpu-ort")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    t0 = time.time()
+    picks, macs, ref, passes = measure_passes(args.device, args.passes, args.subnets)
+    rows = subnet_rows(picks, macs, passes)
+
+    def small_ms(loaded: bool) -> float:
+        return round(statistics.median(p["ref_small_ms"] for p in passes if p["loaded"] == loaded), 4)
+
     result = {
         "command": "python experiments/bench_reference_size.py " + " ".join(sys.argv[1:]),
         "machine": {"cpu": cpu_model(), "arch": platform.machine()}, "device": args.device,
         "seconds": round(time.time() - t0), "passes": args.passes,
-        "reference_small": {"arch": ref.id, "macs": macs["R_small"],
-                            "ms_quiet": round(statistics.median(m for m, p in zip(small_ms, passes) if not p["loaded"]), 4),
-                            "ms_loaded": round(statistics.median(m for m, p in zip(small_ms, passes) if p["loaded"]), 4)},
+        "reference_small": {"arch": ref.id, "macs": macs["R_small"], "ms_quiet": small_ms(False),
+                            "ms_loaded": small_ms(True)},
         "subnets": rows, "raw": passes,
         "note": "spread = standard deviation over passes of the log of a subnet's raw median, of its "
                 "ratio to R_small (what the protocol reports) and of its ratio to R_big; "
