@@ -74,16 +74,17 @@ def test_every_stage_runs_on_a_run_of_the_family(family, tmp_path, capsys):
         assert code == 0, out
         assert json.loads((tmp_path / f"{kind}.json").read_text())["kind"] == kind
 
-    code, out = cli(capsys, "accuracy", "build", "--run", str(run), "--samples", "20", "--bn-images", "64")
+    # 12 rows (a predictor is chosen from 10): the ResNet50 run spent 69 s building 20
+    code, out = cli(capsys, "accuracy", "build", "--run", str(run), "--samples", "12", "--bn-images", "64")
     assert code == 0, out
     table = pd.read_csv(run / "accuracy.csv")
-    assert len(table) == 20 and table["top1"].between(0, 100).all()
+    assert len(table) == 12 and table["top1"].between(0, 100).all()
     assert set(fam.flat_columns()) <= set(table.columns)
 
     budget = float(subnets["corrected_ms"].max()) * 2
     code, out = cli(capsys, "search", "--run", str(run), "--device", "cpu-ort", "--latency-ms",
                     f"{budget:.3f}", "--population", "16", "--generations", "3", "--top-k", "1",
-                    "--accuracy-samples", "20", "--accuracy-checks", "2")
+                    "--accuracy-samples", "12", "--accuracy-checks", "2")
     assert code == 0, out
     pareto = pd.read_csv(run / "pareto.csv")
     fam.table_codes(pareto)  # the family's columns, as values
