@@ -20,6 +20,9 @@ from hwnas.space import SearchSpace
 from hwnas.supernet.stats import stats_frame
 
 FAST = ["--rounds", "1", "--runs", "3"]
+#: the protocol at its cheapest: one short warm-up (the default's 0.2 s minimum warm-up per model was
+#: 90 of the block profile's 93 s: ~500 lookup-table entries)
+QUICK = ProtocolSettings(rounds=1, runs=3, warmup_runs=1, warmup_s=0.0, ref_runs=2)
 ENV = {**os.environ, "HWNAS_NO_PROGRESS": "1"}
 
 
@@ -43,7 +46,7 @@ def test_selection_covers_the_macs_range():
 def test_profile_stores_and_resumes(tmp_path, tiny_supernet):
     run = open_run(tmp_path / "run", tiny_supernet)
     calls = []
-    res = profile(run, ["cpu-ort"], 3, protocol=ProtocolSettings(rounds=1, runs=3),
+    res = profile(run, ["cpu-ort"], 3, protocol=QUICK,
                   progress=lambda *a: calls.append(a))
     assert res[0]["measured"] == 3
     df = read_measurements(run.run_dir, device="cpu-ort", kind="subnet")
@@ -51,7 +54,7 @@ def test_profile_stores_and_resumes(tmp_path, tiny_supernet):
     assert (df["corrected_ms"] > 0).all() and (df["min_ms"] <= df["median_ms"]).all()
     assert (df["threads"] == 1).all() and set(df["r"]) <= {32, 36, 40}
     assert (df["macs"] > 0).all() and calls[-1][1:3] == (3, 3)
-    again = profile(run, ["cpu-ort"], 3, protocol=ProtocolSettings(rounds=1, runs=3))
+    again = profile(run, ["cpu-ort"], 3, protocol=QUICK)
     assert again[0]["measured"] == 0 and again[0]["skipped"] == 3
     every = read_measurements(run.run_dir)
     assert len(every) == 4 and list(every["kind"]).count("reference") == 1  # 3 subnets + the anchor
@@ -149,7 +152,7 @@ def test_block_profile_feeds_a_lookup_table(tmp_path, tiny_supernet):
     from hwnas.latency.api import fit_from_run
 
     run = open_run(tmp_path / "run", tiny_supernet)
-    profile(run, ["cpu-ort"], 6, protocol=ProtocolSettings(rounds=1, runs=3), blocks=True)
+    profile(run, ["cpu-ort"], 6, protocol=QUICK, blocks=True)
     blocks = read_measurements(run.run_dir, device="cpu-ort", kind="block")
     # 3 resolutions x (5 stages x 2 positions x 9 kernel/expand + stem + head), minus shared shapes
     assert len(blocks) > 200 and blocks["key"].is_unique and (blocks["corrected_ms"] > 0).all()
@@ -157,7 +160,7 @@ def test_block_profile_feeds_a_lookup_table(tmp_path, tiny_supernet):
     pred, report = fit_from_run(run.run_dir, "cpu-ort", n_classes=10)
     assert pred.meta.notes["block_entries"] == len(blocks)
     assert any(c["name"].startswith("lut(mode=entries)") for c in report["candidates"])
-    again = profile(run, ["cpu-ort"], 6, protocol=ProtocolSettings(rounds=1, runs=3), blocks=True)
+    again = profile(run, ["cpu-ort"], 6, protocol=QUICK, blocks=True)
     assert again[0]["measured"] == 0
 
 
