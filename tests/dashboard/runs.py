@@ -41,8 +41,8 @@ def make_runs(root: Path, supernet: Path, log=print) -> dict[str, Path]:
     for d in DEVICES:
         fit_from_run(alpha.run_dir, d, n_classes=alpha.n_classes, folds=3)
     log(f"fit {time.perf_counter() - t0:.1f}s")
-    # the accuracy table the search needs, with BN recalibrated on 128 images, not 2,000 (the search
-    # building it spent ~60 s recalibrating; the weights are untrained anyway)
+    # the accuracy table the search needs, with BN recalibrated on 128 images, not 2,000 (built by
+    # the search, it made these runs take 164 s instead of 112 s; the weights are untrained anyway)
     build_accuracy_table(alpha, 20, bn_images=128)
     log(f"accuracy table {time.perf_counter() - t0:.1f}s")
     budget = _budget(alpha.run_dir, "cpu-ort", 0.7)
