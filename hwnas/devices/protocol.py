@@ -44,7 +44,10 @@ Backends only compile and load (`hwnas.devices.base`); this module is the one pl
    second to second, which only more, separate looks average out. With the default 15 rounds and
    the host's anchor, two processes agreed to 1.5% (ORT), 1.7% (OpenVINO), 1.4% (ExecuTorch) and
    2.8% (PyTorch eager) median, where raw medians disagreed by 5-13%
-   (experiments/results/devices.json).
+   (experiments/results/devices.json). What it cannot do: on a noisier host (a 2-core AMD VM) the
+   candidates' raw medians followed the small reference's with an elasticity of 0.4-0.6, not 1, and
+   a 15-round measurement spread ~10% between passes whatever the reference
+   (experiments/bench_reference_size.py): there one session's number is good to about +-10%.
    Raw statistics pool the candidate's samples over all rounds (n = rounds * runs);
    `LatencyStats.ratio` is the latency relative to the reference.
 
