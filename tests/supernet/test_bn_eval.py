@@ -100,6 +100,29 @@ def test_recalibration_is_an_exact_average_with_dropout_off():
     assert bn.momentum == 0.3 and int(bn.num_batches_tracked) == 3
 
 
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+def test_recalibration_runs_channels_last_and_gives_the_weights_back_in_their_layout(trained, loaders, layout):
+    """On CPU recalibration runs channels-last (oneDNN's training-mode BatchNorm is several times
+    faster so): the statistics are those of the layout the model came in, to float rounding, and
+    the weights leave in that layout."""
+    batches = [batch for batch, _ in zip(loaders.train, range(4))]
+    reference, model = copy.deepcopy(trained), copy.deepcopy(trained).to(memory_format=layout)
+    with torch.no_grad():  # the reference: training-mode BN over the same batches, as they come
+        for bn in batchnorm_layers(reference):
+            bn.reset_running_stats()
+            bn.momentum = None
+        reference.train()
+        for x, _ in batches:
+            reference(x)
+    recalibrate_bn(model, batches, n_batches=4)
+    stem = model[0].weight
+    assert stem.is_contiguous(memory_format=layout) and stem.is_contiguous() == (layout == torch.contiguous_format)
+    for got, want in zip(batchnorm_layers(model), batchnorm_layers(reference)):
+        assert torch.allclose(got.running_mean, want.running_mean, rtol=1e-4, atol=1e-5)
+        assert torch.allclose(got.running_var, want.running_var, rtol=1e-3, atol=1e-5)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), reference.parameters()))
+
+
 def test_recalibration_needs_batches():
     model = nn.Sequential(nn.BatchNorm2d(3))
     with pytest.raises(InputError, match="no batches"):
