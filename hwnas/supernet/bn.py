@@ -47,10 +47,11 @@ def _batches(loader: Iterable, limit: int | None) -> Iterable:
 def _channels_last_on_cpu(model: nn.Module, device: torch.device) -> Iterator[None]:
     """Run `model` channels-last on CPU for the duration, then give back the layout it came in.
 
-    Training-mode BatchNorm after oneDNN's convolutions is 3-10x slower on contiguous (NCHW)
-    tensors than on channels-last ones on a 2-core CPU (the shipped supernet's largest subnet,
-    2,000 images: 12-14 s against 1.3-4.2 s), and export, INT8 accuracy and fine-tuning hand
-    recalibration a freshly cut, contiguous subnet. Only the layout changes, never a value."""
+    On a 2-core CPU, training-mode passes through oneDNN's convolutions ran 1.4-9x (median 3.5x)
+    slower on contiguous (NCHW) subnets than channels-last
+    (`experiments/bench_recalibration_layout.py`), and
+    export, INT8 accuracy and fine-tuning hand recalibration a freshly cut, contiguous subnet. Only
+    the layout changes, never a value."""
     if device.type != "cpu":
         yield
         return
