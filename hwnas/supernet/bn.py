@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from itertools import islice
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from hwnas.errors import InputError
@@ -44,22 +44,22 @@ def _batches(loader: Iterable, limit: int | None) -> Iterable:
 
 
 @contextmanager
-def _channels_last_on_cpu(model: nn.Module, device: torch.device) -> Iterator[None]:
-    """Run `model` channels-last on CPU for the duration, then give back the layout it came in.
+def _channels_last_on_cpu(model: nn.Module, device: torch.device) -> Iterator[Callable[[Tensor], Tensor]]:
+    """Run `model` channels-last on CPU for the duration (yields what to apply to each batch), then
+    give back the layout it came in.
 
-    On a 2-core CPU, training-mode passes through oneDNN's convolutions ran 1.4-9x (median 3.5x)
-    slower on contiguous (NCHW) subnets than channels-last
-    (`experiments/bench_recalibration_layout.py`), and
-    export, INT8 accuracy and fine-tuning hand recalibration a freshly cut, contiguous subnet. Only
-    the layout changes, never a value."""
+    On a 2-core CPU, training-mode passes through oneDNN's convolutions ran 1.4-7.5x (median 3.8x)
+    slower on contiguous (NCHW) subnets than channels-last (`experiments/bench_recalibration_layout.py`),
+    and export, INT8 accuracy and fine-tuning hand recalibration a freshly cut, contiguous subnet.
+    Only the layout changes, never a value."""
     if device.type != "cpu":
-        yield
+        yield lambda x: x
         return
     kernels = [p for p in model.parameters() if p.dim() == 4]
     was_contiguous = bool(kernels) and all(p.is_contiguous() for p in kernels)
     model.to(memory_format=torch.channels_last)
     try:
-        yield
+        yield lambda x: x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
     finally:
         if was_contiguous:
             model.to(memory_format=torch.contiguous_format)
@@ -86,12 +86,9 @@ def recalibrate_bn(model: nn.Module, loader: Iterable, n_batches: int,
             bn.reset_running_stats()
             bn.momentum = None  # cumulative average over the batches, not an exponential one
             bn.train()
-        with _channels_last_on_cpu(model, device):
+        with _channels_last_on_cpu(model, device) as in_layout:
             for x, _ in _batches(loader, n_batches):
-                x = resize_batch(x.to(device), resolution)
-                if device.type == "cpu" and x.dim() == 4:
-                    x = x.contiguous(memory_format=torch.channels_last)
-                model(x)
+                model(in_layout(resize_batch(x.to(device), resolution)))
                 seen += 1
     finally:
         for bn, momentum in zip(layers, momenta):
