@@ -20,6 +20,16 @@ sys.path.insert(2, os.path.join(os.path.dirname(__file__), "families"))
 os.environ["HWNAS_STATE_DIR"] = tempfile.mkdtemp(prefix="hwnas-test-state-")
 atexit.register(shutil.rmtree, os.environ["HWNAS_STATE_DIR"], True)
 
+# No test reaches beyond this machine (tests/no_network/sitecustomize.py): outbound connections are
+# refused and logged here, in this process and, through PYTHONPATH, in every Python process it starts.
+_GUARD_DIR = os.path.join(os.path.dirname(__file__), "no_network")
+os.environ["HWNAS_TEST_NETWORK_LOG"] = os.path.join(os.environ["HWNAS_STATE_DIR"], "network.log")
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_GUARD_DIR, os.environ.get("PYTHONPATH")]))
+sys.path.insert(0, _GUARD_DIR)
+import sitecustomize as network_guard  # noqa: E402  (the guard, under the name Python loads it by)
+
+network_guard.install()
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
@@ -55,6 +65,23 @@ def _warn_unless_grouped(config, items) -> None:
         config.issue_config_time_warning(pytest.PytestWarning(
             f"pytest-xdist did not group {len(lost)} tests (e.g. {lost[0]}): every worker builds their "
             "fixtures; install the pytest versions pyproject.toml's dev extra allows"), stacklevel=2)
+
+
+@pytest.fixture(autouse=True)
+def _no_network(request):
+    """Fail the test during which any of its processes tried to connect beyond this machine
+    (unless it is marked `network_attempt`: it tries on purpose, and the attempt stays refused)."""
+    log = os.environ["HWNAS_TEST_NETWORK_LOG"]
+    before = os.path.getsize(log) if os.path.exists(log) else 0
+    yield
+    if not os.path.exists(log) or os.path.getsize(log) == before:
+        return
+    with open(log, "r+") as f:
+        f.seek(before)
+        attempts = f.read()
+        f.truncate(before)
+    if not request.node.get_closest_marker("network_attempt"):
+        pytest.fail("the test reached beyond this machine (hwnas must not):\n" + attempts, pytrace=False)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -147,6 +147,7 @@ def test_an_error_quoting_colons_prints_them_as_given():
     assert proc.returncode == 2 and "sha256:AB:CD" in proc.stderr
 
 
+@pytest.mark.network_attempt  # the address is looked up as a host name (refused here)
 def test_dashboard_refuses_an_address_or_port_it_cannot_serve_on(tmp_path):
     import socket
 

@@ -16,9 +16,10 @@ every convolution ran u8, 1.26-1.84x faster than f32 (median 1.31x) on the defau
 here, with no extra package) or "nncf" (`nncf.quantize` on the IR, performance preset; needs nncf). The
 artifact records `int8_share` from the compiled model's execution graph.
 
-ONNX is read with the runtime's own ONNX frontend (`onnx_to_ov_model`), not `openvino.convert_model`:
-the converter sends usage telemetry unless the user has opted out (a forked process per conversion
-that reaches for the network); hwnas reaches for nothing.
+OpenVINO sends usage telemetry unless its user has opted out: on `import openvino` and on every
+`openvino.convert_model` (a forked process per event that reaches for the network). hwnas reaches
+for nothing: it imports openvino with OpenVINO's own no-op telemetry stub (`import_openvino`) and
+reads ONNX with the runtime's ONNX frontend (`onnx_to_ov_model`), not the converter.
 """
 
 from __future__ import annotations
@@ -43,7 +44,11 @@ if TYPE_CHECKING:
 
     from hwnas.devices.device import Device
 
-__all__ = ["OpenVinoBackend", "OpenVinoRunner", "plugin_capabilities", "onnx_to_ov_model"]
+__all__ = ["OpenVinoBackend", "OpenVinoRunner", "plugin_capabilities", "onnx_to_ov_model", "import_openvino"]
+
+#: run before ``import openvino``: its converter then falls back to the no-op stub it ships for
+#: when the telemetry package is absent (telemetry_stub), instead of sending usage events
+_NO_TELEMETRY = "import sys; sys.modules.setdefault('openvino_telemetry', None)"
 
 # int8: quantized layers run u8/i8; the rest must stay f32 (the plugin's default here is bf16)
 _HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
@@ -52,6 +57,20 @@ _QUANTIZERS = ("onnx-qdq", "nncf")
 #: and the hardware that gives it
 _CAPABILITY = {"bf16": ("BF16", "a CPU with AVX512-BF16 or AMX"),
                "fp16": ("FP16", "a GPU, or a CPU with AVX512-FP16 or AMX-FP16")}
+
+
+def import_openvino(device: str) -> Any:
+    """``openvino``, imported without its usage telemetry (the module docstring); a DeviceError
+    naming `device` where it cannot be imported. Other code may import openvino_telemetry later."""
+    if sys.modules.get("openvino") is not None:
+        return sys.modules["openvino"]
+    blocked = "openvino_telemetry" not in sys.modules
+    sys.modules.setdefault("openvino_telemetry", None)  # what _NO_TELEMETRY runs in a child
+    try:
+        return require("openvino", device, "openvino")
+    finally:
+        if blocked and sys.modules.get("openvino_telemetry", False) is None:
+            del sys.modules["openvino_telemetry"]
 
 
 def onnx_to_ov_model(ov: Any, onnx_path: Path) -> Any:
@@ -124,7 +143,7 @@ class OpenVinoBackend(OnnxBuiltBackend):
         return self._from_onnx(export_onnx(module, x, workdir / "model.onnx"), tuple(x.shape), workdir)
 
     def _from_onnx(self, onnx_path: Path, shape: tuple[int, ...], workdir: Path) -> Artifact:
-        ov = self._require("openvino")
+        ov = import_openvino(self.device.name)
         xml = workdir / "model.xml"
         meta: dict[str, Any] = {}
         if self.device.precision == "int8":
@@ -160,7 +179,7 @@ class OpenVinoBackend(OnnxBuiltBackend):
         return onnx_to_ov_model(ov, qdq), meta
 
     def _load(self, artifact: Artifact) -> Runner:
-        return OpenVinoRunner(artifact, self.device, self.versions(), self._require("openvino"))
+        return OpenVinoRunner(artifact, self.device, self.versions(), import_openvino(self.device.name))
 
 
 @functools.lru_cache(maxsize=None)
@@ -174,7 +193,7 @@ def plugin_capabilities(target: str) -> tuple[str, ...] | str:
                 target, "OPTIMIZATION_CAPABILITIES"))
         except Exception as err:  # an absent plugin: a long C++ message
             return one_line(err)
-    code = ("import json, sys, openvino as ov; "
+    code = (_NO_TELEMETRY + "; import json, openvino as ov; "
             "print(json.dumps(ov.Core().get_property(sys.argv[1], 'OPTIMIZATION_CAPABILITIES')))")
     try:
         done = subprocess.run([sys.executable, "-c", code, target], capture_output=True, text=True,
