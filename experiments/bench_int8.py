@@ -119,8 +119,9 @@ class _Compiled:
     hint: bf16 on a CPU with AVX512-BF16/AMX), with the runner interface the timing loop uses."""
 
     def __init__(self, path: Path, shape) -> None:
-        import openvino as ov
+        from hwnas.devices.openvino_backend import import_openvino
 
+        ov = import_openvino("cpu-openvino")  # without its usage telemetry
         self.ov, self.input_shape = ov, tuple(shape)
         self.compiled = ov.Core().compile_model(str(path), "CPU", {
             "INFERENCE_NUM_THREADS": 1, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY"})
