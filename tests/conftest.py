@@ -69,17 +69,16 @@ def _warn_unless_grouped(config, items) -> None:
 
 @pytest.fixture(autouse=True)
 def _no_network(request):
-    """Fail the test during which any of its processes tried to connect beyond this machine
-    (unless it is marked `network_attempt`: it tries on purpose, and the attempt stays refused)."""
-    log = os.environ["HWNAS_TEST_NETWORK_LOG"]
-    before = os.path.getsize(log) if os.path.exists(log) else 0
+    """Fail the test during which (or since the previous test: collection, imports) any process
+    tried to connect beyond this machine, unless it is marked `network_attempt` (it tries on
+    purpose; the attempt stays refused). The log is emptied for the next test."""
     yield
-    if not os.path.exists(log) or os.path.getsize(log) == before:
+    log = os.environ["HWNAS_TEST_NETWORK_LOG"]
+    if not os.path.exists(log) or os.path.getsize(log) == 0:
         return
     with open(log, "r+") as f:
-        f.seek(before)
         attempts = f.read()
-        f.truncate(before)
+        f.truncate(0)
     if not request.node.get_closest_marker("network_attempt"):
         pytest.fail("the test reached beyond this machine (hwnas must not):\n" + attempts, pytrace=False)
 

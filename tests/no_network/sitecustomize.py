@@ -1,6 +1,7 @@
 """No test reaches beyond this machine: every Python socket connection to an address that is not
-loopback, and every name lookup of another machine, is refused and logged (hwnas promises to download nothing and report nothing at run time;
-OpenVINO's converter once sent usage telemetry from every compile).
+loopback, and every name lookup of another machine, is refused and logged (hwnas promises to
+download nothing and report nothing at run time; OpenVINO sent usage telemetry on import and on
+every conversion until `hwnas.devices.openvino_backend.import_openvino`).
 
 Loaded in the test process by tests/conftest.py and, as ``sitecustomize`` on PYTHONPATH, in every
 Python process a test starts (forked children inherit it). Each attempt is appended to the file
