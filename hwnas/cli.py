@@ -321,7 +321,9 @@ def space_sample(
 @devices_app.command("list")
 def devices_list(devices_file: Optional[Path] = DevicesOpt,
                  fmt: Optional[ListFormat] = format_option(),
-                 as_json: bool = typer.Option(False, "--json", hidden=True, help="Old name of --format json.")
+                 as_json: bool = typer.Option(False, "--json", hidden=True, help="Old name of --format json."),
+                 check: bool = typer.Option(False, "--check", help="Also ask each remote device's agent "
+                                            "(sends its token); without it no host is contacted."),
                  ) -> None:
     """Every device, its backend and options, and whether it can run here (and why not).
     json and csv give every field (`available`: empty when the device runs here, else why not)."""
@@ -330,7 +332,7 @@ def devices_list(devices_file: Optional[Path] = DevicesOpt,
     from hwnas.devices import list_devices
 
     fmt = _renamed("--format", fmt, "--json", ListFormat.json if as_json else None, ListFormat.table)
-    rows = list_devices(devices_file)
+    rows = list_devices(devices_file, check_remote=check)
     table = _table("device", "backend", "options", "status", "source")
     for r in rows:
         status = "[green]ok[/]" if r["available"] is None else f"[yellow]unavailable:[/] {escape(r['available'])}"
@@ -1162,6 +1164,7 @@ def export_cmd(
 
     from hwnas.export import export_pareto, export_subnet, read_meta
     from hwnas.export.api import check_max_int8_drop
+    from hwnas.export.bundle import bundle_fingerprint
     from hwnas.progress import make_progress
 
     if (subnet is None) == (not pareto):
@@ -1178,7 +1181,7 @@ def export_cmd(
 
         paths = (export_pareto(run, device, out, progress=update, **kw) if pareto
                  else [export_subnet(run, subnet, device, out, progress=update, **kw)])
-    table = _table("bundle", "status", "test top-1 %", "latency ms")
+    table = _table("bundle", "status", "test top-1 %", "latency ms", "fingerprint (load(..., fingerprint=))")
     for path in paths:
         meta = read_meta(path)
         ms = (meta["latency"].get("measured") or {}).get("corrected_ms")
@@ -1187,7 +1190,8 @@ def export_cmd(
             record = meta["accuracy"].get(precision) or {}
             if record.get(f"top1_{precision}") is not None:
                 top1 = f"{record[f'top1_{precision}']:.2f} {precision} ({top1} fp32)"
-        table.add_row(escape(str(path)), escape(meta["status"]), top1, "-" if ms is None else f"{ms:.3f}")
+        table.add_row(escape(str(path)), escape(meta["status"]), top1, "-" if ms is None else f"{ms:.3f}",
+                      bundle_fingerprint(path))
         if meta["status"].startswith("onnx-only"):
             err_console.print(f"[yellow]notice:[/] {path.name}: no engine built here ({escape(meta['status'])}); "
                               f"build it on the target: sh {path}/build.sh  or  python3 {path}/build_engine.py",

@@ -135,8 +135,10 @@ def test_bad_input_is_refused_before_the_run_folder_is_made(tmp_path, args, mess
 
 
 def test_agent_port_out_of_range(tmp_path):
+    from hwnas.devices.agent import create_token_file
+
     token = tmp_path / "token"
-    token.write_text("secret-token-of-enough-length\n")
+    create_token_file(token)
     proc = hwnas("agent", "serve", "--port", "70000", "--token-file", str(token))
     assert proc.returncode == 2 and "--port must be within 0..65535 (0: any free port), got 70000" in proc.stderr
 

@@ -246,14 +246,21 @@ def get_backend(name: str | Device, devices_file: str | Path | None = None) -> B
     return make_backend(get_device(name, devices_file))
 
 
-def list_devices(devices_file: str | Path | None = None) -> list[dict[str, Any]]:
+def list_devices(devices_file: str | Path | None = None, check_remote: bool = False) -> list[dict[str, Any]]:
     """One row per device for `hwnas devices list`: name, backend, options, source, and
-    `available` (None when usable here, else the reason). Never imports optional runtimes."""
+    `available` (None when usable here, else the reason). Never imports optional runtimes, and
+    contacts a remote device's agent (sending its token) only with `check_remote`: a devices file
+    can come from anyone, and listing it must not send anything anywhere."""
     user = load_devices(devices_file) if devices_file is not None else {}
     rows = []
     for source, devices in (("built-in", _builtin()), (str(devices_file), user)):
         for device in devices.values():
+            if device.is_remote and not check_remote:
+                where = f"{device.host}:{device.port}" if device.port else str(device.host)
+                available = f"not checked: served by the agent at {where} (--check asks it)"
+            else:
+                available = make_backend(device).available()
             rows.append({"name": device.name, "backend": device.backend,
                          "options": device.summary(), "description": device.description,
-                         "source": source, "available": make_backend(device).available()})
+                         "source": source, "available": available})
     return rows

@@ -23,7 +23,7 @@ from hwnas.errors import HwnasError, InputError
 from hwnas.fileio import atomic_write_json, atomic_write_text, pid_alive, sha256_file
 
 __all__ = ["FORMAT", "VERSION", "MODEL_JSON", "VERIFY_JSON", "SUMS", "BundleError", "sha256_file",
-           "write_manifest", "read_meta", "check_files", "check_destination", "staging_dir",
+           "write_manifest", "read_meta", "check_files", "inside", "check_destination", "staging_dir",
            "publish", "discard"]
 
 FORMAT = "hwnas-bundle"
@@ -104,7 +104,7 @@ def _sums(root: Path) -> dict[str, str]:
     return out
 
 
-def _inside(root: Path, name: Any) -> Path:
+def inside(root: Path, name: Any) -> Path:
     """`root / name` for a relative name that stays inside the bundle."""
     parts = Path(str(name)).parts
     if not isinstance(name, str) or not name or Path(name).is_absolute() or ".." in parts:
@@ -135,7 +135,7 @@ def check_files(root: str | Path, meta: dict[str, Any]) -> None:
         raise BundleError(f"bundle {root}: {MODEL_JSON} and {SUMS} disagree about {odd}; "
                           "export the bundle again")
     for name, rec in files.items():
-        path = _inside(root, name)
+        path = inside(root, name)
         if not isinstance(rec, dict) or rec.get("sha256") != sums[name]:
             raise BundleError(f"bundle {root}: the sha256 of {name} in {MODEL_JSON} differs from "
                               f"{SUMS}; export the bundle again")

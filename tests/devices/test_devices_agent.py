@@ -142,7 +142,7 @@ def test_token_files(tmp_path):
     with pytest.raises(AgentError, match="already exists"):
         create_token_file(path)
     path.write_text("short\n")
-    with pytest.raises(AgentError, match="at least 16"):
+    with pytest.raises(AgentError, match="does not hold an hwnas agent token"):
         read_token(path)
     proc = subprocess.run([sys.executable, "-m", "hwnas.devices.agent", "--port", "0",
                            "--token-file", str(tmp_path / "missing")],

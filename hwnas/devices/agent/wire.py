@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import secrets
 import struct
 from dataclasses import dataclass
@@ -44,6 +45,10 @@ CONTENT_TYPE = "application/x-hwnas-frames"
 MAGIC = b"HWNAS-AGENT-1\n"
 MAX_HEADER_BYTES = 1 << 20
 MIN_TOKEN_CHARS = 16
+#: what `hwnas agent token` writes: a marked, versioned line, so a devices file pointing
+#: `token_file` at some other secret (~/.git-credentials) never gets that secret sent
+TOKEN_PREFIX = "hwnas-agent-token-v1:"
+_TOKEN = re.compile(r"hwnas-agent-token-v1:[A-Za-z0-9_-]{43}")
 
 _SHA = r"^[0-9a-f]{64}$"
 Sha256 = Annotated[str, Field(pattern=_SHA)]
@@ -277,23 +282,30 @@ def _single_input(model: Any, input_name: str, refuse: Callable[[str], Refusal])
 
 # -- tokens ---------------------------------------------------------------------------------
 def read_token(path: str | os.PathLike[str] | None) -> str:
-    """The shared secret from a token file (whitespace stripped); AgentError when unusable."""
+    """The shared secret from a token file `hwnas agent token` wrote; AgentError when unusable.
+
+    Only that format is accepted (and only from a file its owner alone can read), so a devices
+    file from someone else cannot make hwnas send another secret of yours as a token; the refusal
+    never quotes the file's content."""
     if path is None:
         raise AgentError("no token file given: the agent and its clients share a token kept in "
                          "a file", hint="create one with `hwnas agent token FILE`")
     path = Path(path).expanduser()
     try:
+        mode = path.stat().st_mode
+        if os.name == "posix" and mode & 0o077:
+            raise AgentError(f"token file {path} can be read by other users (mode {mode & 0o777:o}); "
+                             "nothing was sent", hint=f"chmod 600 {path}")
         token = path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         raise AgentError(f"token file {path} does not exist",
                          hint="create one with `hwnas agent token FILE`") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise AgentError(f"token file {path} cannot be read: {err}") from None
-    if len(token) < MIN_TOKEN_CHARS or not (token.isascii() and token.isprintable()) or \
-            any(c.isspace() for c in token):
-        raise AgentError(f"token file {path} must hold one token of at least {MIN_TOKEN_CHARS} "
-                         "printable ASCII characters without spaces",
-                         hint="create one with `hwnas agent token FILE`")
+        raise AgentError(f"token file {path} cannot be read: {type(err).__name__}") from None
+    if not _TOKEN.fullmatch(token):
+        raise AgentError(f"token file {path} does not hold an hwnas agent token (one line starting "
+                         f"{TOKEN_PREFIX!r}); nothing was sent",
+                         hint="create one with `hwnas agent token FILE` and use it on both machines")
     return token
 
 
@@ -301,7 +313,7 @@ def create_token_file(path: str | os.PathLike[str]) -> str:
     """Write a fresh random token to `path`, readable by its owner only; returns the token.
     Refuses to overwrite an existing file (it would lock out every client using it)."""
     path = Path(path).expanduser()
-    token = secrets.token_urlsafe(32)
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -1,0 +1,9 @@
+"""Hand-designed networks trained alone on a run's data: what a user would ship without a search.
+
+`train_baseline` trains a timm model from scratch with the documented `BaselineRecipe` and scores
+it on the test split; the front is compared with these at equal measured latency.
+"""
+
+from hwnas.baselines.training import BaselineRecipe, BaselineResult, build_baseline, train_baseline
+
+__all__ = ["BaselineRecipe", "BaselineResult", "build_baseline", "train_baseline"]
