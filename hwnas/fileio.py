@@ -196,9 +196,9 @@ def state_dir() -> Path:
     """hwnas's per-user state folder (device anchors, a device agent's models and results):
     ``$HWNAS_STATE_DIR``, else ``$XDG_STATE_HOME/hwnas``, else ``~/.local/state/hwnas``."""
     if os.environ.get("HWNAS_STATE_DIR"):
-        return Path(os.environ["HWNAS_STATE_DIR"])
+        return Path(os.environ["HWNAS_STATE_DIR"]).expanduser().absolute()
     base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
-    return Path(base) / "hwnas"
+    return (Path(base).expanduser() / "hwnas").absolute()
 
 
 def file_stem(path: str | os.PathLike[str], suffixes: tuple[str, ...]) -> str:

@@ -25,6 +25,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"profiling"},
     {"latency"},
     {"accuracy"},
+    {"baselines"},
     {"search"},
     {"export"},
     {"quickstart", "dashboard"},

@@ -81,7 +81,7 @@ def train_baseline(name: str, resolution: int, loaders: Any, recipe: BaselineRec
                                 label_smoothing=recipe.label_smoothing, weight_decay=recipe.weight_decay,
                                 seed=recipe.seed, warmup_epochs=recipe.warmup_epochs)
     t0 = time.time()
-    train_alone(net, loaders, resolution, settings, resume=state, progress=progress, family=f"timm:{name}")
+    train_alone(net, loaders, resolution, settings, resume=state, progress=progress, network=f"timm:{name}")
     train_s = time.time() - t0
     res = evaluate(net.cpu().eval(), loaders.test, resolution=resolution)
     return BaselineResult(name=name, resolution=resolution, top1=round(float(res["top1"]), 2),

@@ -158,14 +158,15 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
 
 def train_alone(student: Any, loaders: Any, r: int, settings: FinetuneSettings, teacher: Any = None,
                 progress: Callable[[int, int, str], Any] | None = None,
-                resume: str | os.PathLike[str] | None = None, family: str = DEFAULT_FAMILY) -> Any:
+                resume: str | os.PathLike[str] | None = None, family: str = DEFAULT_FAMILY,
+                network: str | None = None) -> Any:
     """Train one static network at resolution `r` on the training split: cross-entropy on the
     labels, plus distillation from `teacher`'s soft output when one is given, SGD + Nesterov with
     a warm-up then cosine decay, the data's augmentation. Trains on the device `student` is on
     (the teacher is moved there). `resume`: a checkpoint stem saved after
     every epoch (weights, optimizer, RNG) and continued from when it exists, so a run of many
-    epochs survives being stopped (`family`: the student's, recorded there). Returns the trained
-    `student`."""
+    epochs survives being stopped (`family`: the student's, recorded there; `network`: what the
+    student is when it is no family's subnet, e.g. "timm:resnet18"). Returns the trained `student`."""
     import torch
     import torch.nn.functional as F
 
@@ -189,7 +190,7 @@ def train_alone(student: Any, loaders: Any, r: int, settings: FinetuneSettings, 
         teacher = teacher.to(device)
     # what a saved epoch must match to be continued
     what = {"settings": asdict(settings), "r": r, "teacher": teacher is not None, "dataset": loaders.dataset,
-            "train_images": len(loader.dataset)}
+            "train_images": len(loader.dataset), **({"network": network} if network else {})}
     first = 0
     if resume is not None and checkpoint_exists(resume):
         if load_checkpoint_meta(resume)["extra"].get("train_alone") != what:

@@ -183,3 +183,45 @@ def test_a_token_file_others_can_read_is_refused(tmp_path):
     os.chmod(path, 0o644)
     with pytest.raises(AgentError, match="can be read by other users"):
         read_token(path)
+
+
+# -- item 3: a relative agent state dir ---------------------------------------------------------
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_an_agent_with_a_relative_state_dir_measures(tmp_path, token_file, tiny_onnx, how):
+    import hashlib
+    import os
+    import re
+    import select
+    import subprocess
+    import sys
+    import time
+
+    from hwnas.devices.agent import AgentClient, AgentSettings
+    from hwnas.devices.agent.wire import encode_frames
+
+    cmd = [sys.executable, "-m", "hwnas.devices.agent", "--host", "127.0.0.1", "--port", "0",
+           "--token-file", str(token_file)]
+    env = dict(os.environ)
+    if how == "flag":
+        cmd += ["--state-dir", "st"]
+    else:
+        env["HWNAS_STATE_DIR"] = "st"
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+                            env=env)
+    try:
+        banner, deadline = "", time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None and "listening on" not in banner:
+            if select.select([proc.stdout], [], [], 0.2)[0]:
+                banner += proc.stdout.readline()
+        port = int(re.search(r"listening on http://127\.0\.0\.1:(\d+)", banner).group(1))
+        blob = tiny_onnx(tmp_path / "tiny.onnx").read_bytes()
+        head = {"request_id": os.urandom(8).hex(), "agent_device": "cpu-ort",
+                "models": {"m": hashlib.sha256(blob).hexdigest()},
+                "protocol": {"runs": 2, "warmup_runs": 0, "warmup_s": 0.0}}
+        answer = AgentClient("127.0.0.1", port, token_file, AgentSettings(retries=0, busy_wait_s=0)).request(
+            "POST", "/measure", encode_frames(head, [blob]))
+        assert answer["results"]["m"]["n"] == 2
+        assert (tmp_path / "st" / ("work" if how == "flag" else "agent/work")).is_dir()
+    finally:
+        proc.kill()
+        proc.wait(timeout=20)

@@ -166,7 +166,8 @@ class Agent:
         self._token = token.encode()
         self.max_request_bytes = int(max_request_bytes)
         self.limits = limits or AgentLimits()
-        self.state_dir = Path(state_dir) if state_dir else default_state_dir()
+        # absolute at startup: the measuring worker runs in its own working directory
+        self.state_dir = (Path(state_dir).expanduser() if state_dir else default_state_dir()).absolute()
         self.models = ModelStore(self.state_dir / "models")
         self.results = ResultStore(self.state_dir)
         self.workdir = self.state_dir / "work"
