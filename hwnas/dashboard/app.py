@@ -15,7 +15,7 @@ import streamlit as st
 
 from hwnas.dashboard import data
 from hwnas.dashboard.views import compare, devices, overview, pareto, predictors, subnet, training
-from hwnas.dashboard.views.common import all_runs, runs_root, show_missing
+from hwnas.dashboard.views.common import all_runs, md, runs_root, show_missing
 
 REFRESH_S = 5
 RENDER = {"Runs overview": overview.page_overview, "Pareto front": pareto.page_pareto,
@@ -66,7 +66,7 @@ def main() -> None:
     try:
         RENDER[page](files)
     except Exception as err:  # one clear line, never a traceback
-        st.error(f"{page}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+        st.error(f"{page}: {type(err).__name__}: " + md(str(err).splitlines()[0] if str(err) else ""))
     _watch()
 
 

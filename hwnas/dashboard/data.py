@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,11 +154,23 @@ def load_pareto(files: RunFiles) -> pd.DataFrame:
     return df
 
 
+SUBNET_ID = re.compile(r"[0-9a-f]{12}")
+
+
 def load_search(files: RunFiles) -> dict[str, Any] | None:
+    """search.json, with every `best` entry whose id is not a subnet id (12 hex digits) left out:
+    run folders come from other people, and ids are shown in Markdown and used as keys."""
     try:
-        return json.loads(files.search.read_text())
+        search = json.loads(files.search.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+    if not isinstance(search, dict):
+        return None
+    best = search.get("best")
+    if best is not None:
+        search["best"] = [b for b in best if isinstance(b, dict) and isinstance(b.get("id"), str)
+                          and SUBNET_ID.fullmatch(b["id"])] if isinstance(best, list) else []
+    return search
 
 
 def load_train_log(path: Path | None) -> pd.DataFrame:

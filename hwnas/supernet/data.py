@@ -85,6 +85,9 @@ class DataConfig(BaseModel):
     # an image folder's labels are mapped onto these class names, in the classifier's output order
     # (a supernet's own classes; None = the folder's classes in sorted order)
     classes: list[str] | None = None
+    # image folders: an image that does not decode stops before training ("refuse", naming it) or
+    # is left out and counted ("skip")
+    bad_images: Literal["refuse", "skip"] = "refuse"
 
     @classmethod
     def from_spec(cls, spec: str) -> "DataConfig":
@@ -404,14 +407,19 @@ def _folder_transforms(cfg: DataConfig):
     return train, evaluate
 
 
-def _image_folder(path: Path, transform):
-    from torchvision.datasets import ImageFolder
+def _image_folder(path: Path, transform, cfg: DataConfig):
+    from hwnas.supernet.image_folder import ImageFiles
 
-    try:
-        return ImageFolder(str(path), transform=transform)
-    except (FileNotFoundError, OSError) as err:
-        raise InputError(f"image folder {path} has no usable images ({str(err).splitlines()[0]}); "
-                         "it needs one subfolder of images per class") from None
+    return ImageFiles(path, transform=transform, bad_images=cfg.bad_images)
+
+
+def _too_small(split: str, where: Path, labels: Sequence[int], classes: list[str], fraction: float) -> InputError:
+    counts = np.bincount(np.asarray(labels), minlength=len(classes))
+    smallest = int(counts.argmin())
+    return InputError(f"image folder {where}: no images left for the {split} split ({fraction:g} of each "
+                      f"class, rounded; the smallest class, {classes[smallest]!r}, has {counts[smallest]} "
+                      f"image(s)); add images (at least {int(np.ceil(0.5 / fraction))} per class) or give "
+                      f"the split its own folder (train/ and val/)")
 
 
 def _imagefolder(cfg: DataConfig) -> _Splits:
@@ -425,19 +433,27 @@ def _imagefolder(cfg: DataConfig) -> _Splits:
     val_dir = root / "val" if has["train"] and has["val"] and has["test"] else None
     test_dir = (root / "test" if has["train"] and has["test"]
                 else root / "val" if has["train"] and has["val"] else None)
-    train_src, eval_src = _image_folder(base, train_tf), _image_folder(base, eval_tf)
+    train_src = _image_folder(base, train_tf, cfg)
+    eval_src = train_src.with_transform(eval_tf)
     classes = list(train_src.classes)
+    if len(classes) < 2:
+        raise InputError(f"image folder {base} has {len(classes)} class; a classifier needs at least 2 "
+                         "(one subfolder per class)")
     labels = _LabelMap.between(classes, cfg.classes, base)
     if val_dir is not None:
-        tr, val = np.arange(len(train_src)), _checked_folder(val_dir, eval_tf, classes)
+        tr, val = np.arange(len(train_src)), _checked_folder(val_dir, eval_tf, classes, cfg)
     else:  # hold out part of the training images for validation
         fraction = cfg.val_fraction
         if cfg.val_images is not None:
             fraction = min(fraction, cfg.val_images / max(len(train_src), 1))
         tr, va, te = stratified_split(train_src.targets, fraction,
                                       0.0 if test_dir else cfg.test_fraction, cfg.seed)
+        if len(va) == 0:
+            raise _too_small("validation", base, train_src.targets, classes, fraction)
+        if test_dir is None and cfg.test_fraction > 0 and len(te) == 0:
+            raise _too_small("test", base, train_src.targets, classes, cfg.test_fraction)
         val = Subset(eval_src, va.tolist())
-    test = _checked_folder(test_dir, eval_tf, classes) if test_dir else Subset(eval_src, te.tolist())
+    test = _checked_folder(test_dir, eval_tf, classes, cfg) if test_dir else Subset(eval_src, te.tolist())
     for ds in {id(d): d for d in (train_src, eval_src, val, test)}.values():
         if hasattr(ds, "target_transform"):
             ds.target_transform = labels
@@ -472,8 +488,8 @@ class _LabelMap:
                          "or in its class order")
 
 
-def _checked_folder(path: Path, transform, classes: list[str]):
-    ds = _image_folder(path, transform)
+def _checked_folder(path: Path, transform, classes: list[str], cfg: DataConfig):
+    ds = _image_folder(path, transform, cfg)
     if ds.classes != classes:
         raise InputError(f"{path} has classes {ds.classes[:5]}... but train/ has {classes[:5]}...; "
                          "every split needs the same class subfolders")

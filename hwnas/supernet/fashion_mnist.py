@@ -39,6 +39,7 @@ VAL_IMAGES = 5000
 _HOW_TO_GET = ("the original release's four .gz files (on Debian: apt-get install dataset-fashion-mnist, "
                "then --data fashion-mnist:/usr/share/datasets/fashion-mnist)")
 _MAGIC = {3: 0x00000803, 1: 0x00000801}  # unsigned bytes, 3-d images / 1-d labels
+MAX_ITEMS = 1_000_000  # images or labels in one file (the training set holds 60,000)
 
 
 def read_idx(path: Path, ndim: int, how_to_get: str = _HOW_TO_GET) -> np.ndarray:
@@ -48,25 +49,33 @@ def read_idx(path: Path, ndim: int, how_to_get: str = _HOW_TO_GET) -> np.ndarray
     path = Path(path)
     if path.is_dir() or not path.exists():
         raise InputError(f"{path} is missing; it comes with {how_to_get}")
+    header = 4 + 4 * ndim
     try:
-        raw = path.read_bytes()
-        data = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        with open(path, "rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
+        # never more than the header announces (+1 byte to tell padding): a gzip bomb stops there
+        with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as f:
+            data = f.read(header)
+            magic = int.from_bytes(data[:4], "big") if len(data) >= 4 else None
+            if magic != _MAGIC[ndim]:
+                what = "images (magic 2051)" if ndim == 3 else "labels (magic 2049)"
+                raise InputError(f"{path} is not an idx file of {what}: it starts with "
+                                 f"{data[:4].hex() or 'nothing'}; get {how_to_get} again")
+            dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+            if len(data) < header or (ndim == 3 and dims[1:] != [28, 28]):
+                raise InputError(f"{path} holds images of {dims[1:]} pixels, expected 28x28")
+            if dims[0] > MAX_ITEMS:
+                raise InputError(f"{path} announces {dims[0]:,} items, more than an idx file of Fashion-MNIST "
+                                 f"holds ({MAX_ITEMS:,} at most); get {how_to_get} again")
+            expected = header + int(np.prod(dims))
+            data += f.read(expected - header + 1)
     except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as err:
         raise InputError(f"{path} is damaged ({str(err).splitlines()[0] or type(err).__name__}); "
                          f"get {how_to_get} again") from None
-    header = 4 + 4 * ndim
-    magic = int.from_bytes(data[:4], "big") if len(data) >= 4 else None
-    if magic != _MAGIC[ndim]:
-        what = "images (magic 2051)" if ndim == 3 else "labels (magic 2049)"
-        raise InputError(f"{path} is not an idx file of {what}: it starts with "
-                         f"{data[:4].hex() or 'nothing'}; get {how_to_get} again")
-    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
-    if len(data) < header or (ndim == 3 and dims[1:] != [28, 28]):
-        raise InputError(f"{path} holds images of {dims[1:]} pixels, expected 28x28")
-    expected = header + int(np.prod(dims))
     if len(data) != expected:
-        raise InputError(f"{path} is truncated or padded: {len(data)} bytes where its header "
-                         f"announces {expected}; get {how_to_get} again")
+        held = f"more than {expected}" if len(data) > expected else f"{len(data)}"
+        raise InputError(f"{path} is truncated or padded: {held} bytes where its header announces {expected}; "
+                         f"get {how_to_get} again")
     array = np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
     if ndim == 1 and array.size and int(array.max()) >= len(CLASS_NAMES):
         raise InputError(f"{path} has label {int(array.max())}; the labels are 0..9")

@@ -100,15 +100,30 @@ def _supernet_sha256(run: Any) -> str:
 def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = None, data: Any = None,
                     progress: Callable[[int, int, str], Any] | None = None) -> dict[str, Any]:
     """Fine-tune `arch` (an arch of the run's space) and store it in the run; returns the record
-    (top-1 before and after on val and test, epochs, time)."""
+    (top-1 before and after on val and test, epochs, time).
+
+    One fine-tuning per subnet and run at a time (a second is refused in one line while the first
+    holds the run's lock), saved after every epoch in ``finetuned/.<id>.training``: a killed run
+    given the same command continues from its last epoch."""
+    from hwnas.fileio import file_lock
+
+    arch = run.space.validate(arch)
+    try:
+        with file_lock(run.files.root / ".locks" / f"finetune-{arch.id}.lock", blocking=False):
+            return _finetune(run, arch, settings or FinetuneSettings(), data, progress)
+    except BlockingIOError:
+        raise InputError(f"subnet {arch.id} is being fine-tuned in {run.files.root} by another process; "
+                         "wait for it to finish (its result replaces this one's)") from None
+
+
+def _finetune(run: Any, arch: Any, settings: FinetuneSettings, data: Any,
+              progress: Callable[[int, int, str], Any] | None) -> dict[str, Any]:
     from hwnas.distributed import process_device
     from hwnas.supernet.bn import evaluate, folded_for_eval, recalibrate_bn
     from hwnas.supernet.checkpoint import save_checkpoint
     from hwnas.supernet.data import build_loaders, calibration_loader
     from hwnas.supernet.pretrained import data_config_of, load_supernet
 
-    settings = settings or FinetuneSettings()
-    arch = run.space.validate(arch)
     model, meta = load_supernet(run.supernet)
     data_cfg = data_config_of(meta, data if data is not None else run.data)
     loaders = build_loaders(data_cfg.model_copy(update={"batch_size": settings.batch_size}))
@@ -133,8 +148,9 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
     started = time.time()
     # on a GPU when torch sees one; BN calibration and evaluation stay on the CPU, as everywhere else
     device = process_device()
+    state = run.files.finetuned(arch.id).parent / f".{arch.id}.training"
     train_alone(student.to(device), loaders, arch.r, settings, teacher=teacher,
-                progress=progress, family=run.family.name)
+                progress=progress, family=run.family.name, resume=state / STEM)
     student, teacher = student.cpu(), None
     calibrated(student)
     inference = folded_for_eval(student)
@@ -153,6 +169,7 @@ def finetune_subnet(run: Any, arch: Any, settings: FinetuneSettings | None = Non
                         "dataset": loaders.dataset, "class_names": loaders.class_names,
                         "mean": list(loaders.mean), "std": list(loaders.std),
                         "extra": {"finetune": record}}, rng=False))
+    shutil.rmtree(state, ignore_errors=True)
     return record
 
 

@@ -225,3 +225,182 @@ def test_an_agent_with_a_relative_state_dir_measures(tmp_path, token_file, tiny_
     finally:
         proc.kill()
         proc.wait(timeout=20)
+
+
+# -- items 4, 5, 7, 9: image folders from someone else -------------------------------------------
+def _images(folder: Path, classes=("cat", "dog"), n: int = 6, size: int = 20) -> Path:
+    from PIL import Image
+
+    for c, name in enumerate(classes):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            pixels = np.random.default_rng(10 * c + i).integers(0, 255, (size, size, 3)).astype(np.uint8)
+            Image.fromarray(pixels).save(folder / name / f"{i}.png")
+    return folder
+
+
+def _loaders(root: Path, **cfg):
+    from hwnas.supernet.data import DataConfig, build_loaders
+
+    cfg = {"val_fraction": 0.34, "test_fraction": 0.34, **cfg}
+    return build_loaders(DataConfig(name="imagefolder", root=root, image_size=16, batch_size=2, **cfg))
+
+
+def _refused(root: Path, **cfg) -> str:
+    from hwnas.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        _loaders(root, **cfg)
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def test_a_directory_symlink_loop_is_refused(tmp_path):
+    import os
+
+    root = _images(tmp_path / "loop")
+    os.symlink("..", root / "cat" / "loop")
+    assert "cat/loop is a symlink to a folder above it" in _refused(root)
+    (root / "cat" / "loop").unlink()
+    os.symlink(root / "dog", root / "dog" / "self")
+    assert "dog/self" in _refused(root) and "loop" in _refused(root)
+
+
+def test_the_same_file_under_two_classes_is_refused_and_links_count_once(tmp_path):
+    import os
+
+    root = _images(tmp_path / "dup")
+    os.symlink(root / "dog" / "0.png", root / "dog" / "again.png")  # one image, one label: once
+    loaders = _loaders(root)
+    assert sum(len(s.dataset) for s in (loaders.train, loaders.val, loaders.test)) == 12
+    os.symlink(root / "dog" / "1.png", root / "cat" / "stolen.png")
+    assert "dog/1.png is the same file as one in cat/" in _refused(root)
+
+
+def test_hidden_folders_are_not_classes(tmp_path):
+    root = _images(tmp_path / "hidden")
+    _images(root / ".ipynb_checkpoints", classes=("x",), n=6)
+    with pytest.warns(UserWarning, match="skipped hidden folders .ipynb_checkpoints"):
+        loaders = _loaders(root)
+    assert loaders.class_names == ["cat", "dog"]
+
+
+def _png_claiming(path: Path, width: int, height: int) -> None:
+    """A small PNG whose header says width x height (the CRC fixed): a decompression bomb's header."""
+    import struct
+    import zlib
+
+    from PIL import Image
+
+    Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(path)
+    data = bytearray(path.read_bytes())
+    data[16:24] = struct.pack(">II", width, height)
+    data[29:33] = struct.pack(">I", zlib.crc32(bytes(data[12:29])) & 0xFFFFFFFF)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["truncated-png", "truncated-jpeg", "bomb-20000", "bomb-9500"])
+def test_a_damaged_image_is_one_line_naming_it_before_training(tmp_path, damage):
+    import subprocess
+    import sys
+
+    from PIL import Image
+
+    root = _images(tmp_path / "imgs")
+    if damage == "truncated-png":
+        bad = root / "cat" / "bad.png"
+        bad.write_bytes((root / "cat" / "0.png").read_bytes()[:120])
+    elif damage == "truncated-jpeg":
+        bad = root / "cat" / "x.jpg"
+        Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3)).astype(np.uint8)).save(bad)
+        bad.write_bytes(bad.read_bytes()[:400])
+    else:
+        bad = root / "dog" / "big.png"
+        side = int(damage.split("-")[1])
+        _png_claiming(bad, side, side)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "hwnas", "train", "--data", f"imagefolder:{root}", "--out", str(out),
+                           "--set", "max_steps_per_epoch=1", "--set", "data.batch_size=2",
+                           "--set", "data.image_size=20"], capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert bad.relative_to(root).as_posix() in lines[0] and "data.bad_images=skip" in lines[0]
+    with pytest.warns(UserWarning, match="skipped 1 image"):
+        loaders = _loaders(root, bad_images="skip")
+    assert sum(len(s.dataset) for s in (loaders.train, loaders.val, loaders.test)) == 12
+
+
+def test_classes_too_small_for_a_validation_split_are_refused_before_training(tmp_path):
+    root = _images(tmp_path / "small", classes=("a", "b", "c"), n=3)
+    message = _refused(root, val_fraction=0.1, test_fraction=0.1)
+    assert "no images left for the validation split" in message and "has 3 image(s)" in message
+
+
+# -- item 10: a gzip bomb as an idx file ---------------------------------------------------------
+def test_a_gzip_bomb_idx_file_is_refused_without_decompressing_it(tmp_path):
+    """A labels file announcing 60,000 labels followed by 400 MB of zeros (~0.4 MB gzipped): refused
+    after reading what the header announces, not after decompressing everything."""
+    import gzip
+    import subprocess
+    import sys
+
+    bomb = tmp_path / "train-labels-idx1-ubyte.gz"
+    with gzip.open(bomb, "wb", compresslevel=1) as f:
+        f.write((0x00000801).to_bytes(4, "big") + (60_000).to_bytes(4, "big"))
+        chunk = bytes(1 << 20)
+        for _ in range(400):
+            f.write(chunk)
+    code = ("import resource, sys; from hwnas.supernet.fashion_mnist import read_idx; from hwnas.errors import InputError\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "try:\n    read_idx(sys.argv[1], 1)\nexcept InputError as e:\n    print(e)\n"
+            "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)")
+    proc = subprocess.run([sys.executable, "-c", code, str(bomb)], capture_output=True, text=True, timeout=120)
+    message, grew_mb = proc.stdout.strip().splitlines()
+    assert "is truncated or padded: more than 60008 bytes" in message and int(grew_mb) < 50, proc.stdout
+
+
+# -- item 6: strings from run files in the dashboard's Markdown ---------------------------------
+def test_run_file_strings_cannot_break_out_of_the_dashboards_markdown(tmp_path):
+    import re
+
+    from hwnas.dashboard import data
+    from hwnas.dashboard.views.common import md, md_code
+    from hwnas.run import RunFiles
+
+    hostile = "0123456789ab` ![x](http://192.0.2.1/p.png) [click](http://192.0.2.1) `"
+    (tmp_path / "search.json").write_text(json.dumps({"best": [{"id": hostile}, {"id": "0123456789ab"}]}))
+    search = data.load_search(RunFiles(tmp_path))
+    assert [b["id"] for b in search["best"]] == ["0123456789ab"]
+    code = md_code(hostile)
+    assert code.count("`") == 2 and code.startswith("`") and code.endswith("`")
+    text = md(hostile + "\n<img src=x> :red[alarm]")
+    assert not re.search(r"(?<!\\)[\[\]()<>`:!]", text), text
+
+
+# -- item 8: two fine-tunings of one subnet; a killed one -----------------------------------------
+def test_a_second_finetune_of_one_subnet_is_refused_and_a_killed_one_resumes(tmp_path, tiny_supernet):
+    from hwnas.errors import InputError
+    from hwnas.fileio import file_lock
+    from hwnas.run import open_run
+    from hwnas.supernet.finetune import FinetuneSettings, finetune_subnet
+
+    run = open_run(tmp_path / "run", tiny_supernet)
+    arch = run.space.min_arch(r=32)
+    settings = FinetuneSettings(epochs=2, lr=0.01, batch_size=256, kd_ratio=0.0)
+    with file_lock(run.files.root / ".locks" / f"finetune-{arch.id}.lock"):  # another process's run
+        with pytest.raises(InputError, match="is being fine-tuned .* by another process"):
+            finetune_subnet(run, arch, settings)
+
+    class Killed(Exception):
+        pass
+
+    def kill_in_epoch_2(step: int, steps: int, text: str) -> None:
+        if text.startswith("epoch 2/"):
+            raise Killed
+    with pytest.raises(Killed):
+        finetune_subnet(run, arch, settings, progress=kill_in_epoch_2)
+    assert (run.files.finetuned(arch.id).parent / f".{arch.id}.training").is_dir()
+    epochs: set[str] = set()
+    record = finetune_subnet(run, arch, settings, progress=lambda s, n, text: epochs.add(text.split()[1]))
+    assert epochs == {"2/2"} and record["epochs"] == 2  # continued from the saved epoch
+    assert not (run.files.finetuned(arch.id).parent / f".{arch.id}.training").exists()

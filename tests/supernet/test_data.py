@@ -196,7 +196,7 @@ def test_image_folder_labels_follow_the_classifier(tmp_path):
     assert labels == sorted(folder_to_model.values())
     _write_images(tmp_path / "wnids", classes=("n01", "n02", "n03"), n=2)
     ordered = build_loaders(DataConfig(name="imagefolder", root=tmp_path / "wnids", image_size=16,
-                                       classes=["a", "b", "c"]))
+                                       classes=["a", "b", "c"], val_fraction=0.5, test_fraction=0.0))
     assert ordered.class_names == ["a", "b", "c"]
     with pytest.raises(InputError, match="has 3 classes .* classifies 2"):
         build_loaders(DataConfig(name="imagefolder", root=tmp_path / "wnids", classes=["a", "b"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -11,6 +12,18 @@ import streamlit as st
 from hwnas.dashboard import data
 
 MISSING = "—"  # what a table shows for a value that does not exist (never "None")
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def md(value: object) -> str:
+    """A string from a run file, safe inside Markdown: every Markdown character escaped, one
+    line (run folders come from other people: no links, images or HTML of theirs)."""
+    return _MARKDOWN.sub(r"\\\1", " ".join(str(value).split()))
+
+
+def md_code(value: object) -> str:
+    """A string from a run file as an inline code span it cannot leave (backticks removed)."""
+    return "`" + " ".join(str(value).replace("`", "'").split()) + "`"
 
 
 def show_missing(what: str, command: str) -> None:

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from hwnas.dashboard import charts, data, summary
-from hwnas.dashboard.views.common import all_runs, show_missing, table
+from hwnas.dashboard.views.common import all_runs, md, show_missing, table
 from hwnas.errors import HwnasError
 
 SEP = " · "
@@ -66,7 +66,7 @@ def page_compare(files: data.RunFiles) -> None:
         try:
             front = data.load_front(by_name[run], device)
         except HwnasError as err:
-            st.warning(f"{run} · {device} left out: {err}")
+            st.warning(f"{md(run)} · {md(device)} left out: {md(err)}")
             continue
         if not front.df.empty:
             fronts[(run, device)] = front

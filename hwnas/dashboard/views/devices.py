@@ -7,7 +7,7 @@ import altair as alt
 import streamlit as st
 
 from hwnas.dashboard import charts, data
-from hwnas.dashboard.views.common import show_missing, table
+from hwnas.dashboard.views.common import md, show_missing, table
 
 
 def page_devices(files: data.RunFiles) -> None:
@@ -20,7 +20,7 @@ def page_devices(files: data.RunFiles) -> None:
     pairs = data.device_pairs(matrix)
     for _, p in pairs.iterrows():
         if p["shared subnets"] < data.MIN_SHARED:
-            st.warning(f"{p['device A']} vs {p['device B']}: {p['note']}.")
+            st.warning(f"{md(p['device A'])} vs {md(p['device B'])}: {md(p['note'])}.")
     st.write("Kendall τ of the latency rankings, over the subnets both devices measured (n per pair):")
     table(pairs, width="content")
     devs = list(matrix.columns)
@@ -35,5 +35,5 @@ def page_devices(files: data.RunFiles) -> None:
     if pick.any():
         chart = chart + charts.star(both[pick], x, y)
     st.altair_chart(charts.svg(chart.properties(height=420)), width="stretch")
-    st.caption(f"{len(both)} subnets measured on both {a} and {b}" + (" (★: the recommended subnet)." if pick.any()
+    st.caption(f"{len(both)} subnets measured on both {md(a)} and {md(b)}" + (" (★: the recommended subnet)." if pick.any()
                                                                      else "."))

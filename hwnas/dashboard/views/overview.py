@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from hwnas.dashboard import data, stats, summary
-from hwnas.dashboard.views.common import all_runs, fmt_num, metrics, table
+from hwnas.dashboard.views.common import all_runs, fmt_num, md, md_code, metrics, table
 
 
 def page_overview(files: data.RunFiles) -> None:
@@ -17,7 +17,7 @@ def page_overview(files: data.RunFiles) -> None:
     _recommended_cards(h)
     for _, e in h["exports"].iterrows():
         if e["flags"] != "ok":
-            st.warning(f"Export `{e['bundle']}`: {e['flags']}.")
+            st.warning(f"Export {md_code(e['bundle'])}: {md(e['flags'])}.")
     st.subheader("Pipeline")
     table(pd.DataFrame(data.run_status(files)))
     if not h["exports"].empty:
@@ -54,7 +54,7 @@ def _recommended_cards(h: dict) -> None:
             (f"Search ({h['algo'] or '—'})", "verified" if h["verified"] else "not verified",
              f"search id {h['search_id']}"))
     if best:
-        st.markdown(f"**★ Recommended `{best['id']}`: predicted vs measured**")
+        st.markdown(f"**★ Recommended {md_code(best['id'])}: predicted vs measured**")
         table(summary.recommended_table(best, h["device"]), width="content")
     if exports["total"] and exports["status"] != "done":
-        st.info(f"Exports: {exports['text']}.")
+        st.info(f"Exports: {md(exports['text'])}.")

@@ -9,7 +9,7 @@ import streamlit as st
 
 from hwnas.dashboard import charts, data, stats
 from hwnas.dashboard.quality import HELD_OUT, IN_SAMPLE, OUT_OF_FOLD, accuracy_error, gene_importance
-from hwnas.dashboard.views.common import cached_latency_quality, fmt_num, metrics, show_missing, table
+from hwnas.dashboard.views.common import cached_latency_quality, fmt_num, md, md_code, metrics, show_missing, table
 
 SPLITS = [HELD_OUT, OUT_OF_FOLD, IN_SAMPLE]
 
@@ -78,8 +78,8 @@ def _latency_quality(q: dict, device: str, pick: dict | None) -> None:
     st.altair_chart(charts.svg(hist.properties(height=charts.with_legend(220, len(splits)))), width="stretch")
     cands = pd.DataFrame(cv.get("candidates") or [])
     if not cands.empty:
-        st.markdown(f"**Cross-validation of the candidate models** (chosen: `{cv.get('chosen')}`; "
-                    f"{cv.get('criterion', '')})")
+        st.markdown(f"**Cross-validation of the candidate models** (chosen: {md_code(cv.get('chosen'))}; "
+                    f"{md(cv.get('criterion', ''))})")
         cands["name"] = stats.distinct_names(cands["name"], cands.get("params", [None] * len(cands)))
         keep = [c for c in ("name", "n", "within_5", "within_10", "rmse_ms", "mape", "kendall_tau", "seconds")
                 if c in cands.columns]

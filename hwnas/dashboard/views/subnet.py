@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from hwnas.dashboard import charts, data
-from hwnas.dashboard.views.common import MISSING, cached_zip, fmt_num, metrics, show_missing, table
+from hwnas.dashboard.views.common import MISSING, cached_zip, fmt_num, md, md_code, metrics, show_missing, table
 from hwnas.export.bundle import bundle_arch
 
 ORDERS = ("top-1 (predicted), best first", "latency (predicted), fastest first", "exports first")
@@ -105,9 +105,9 @@ def page_subnet(files: data.RunFiles) -> None:
     if row["pick"]:
         st.success("★ The search's pick: the subnet this run recommends.")
     elif front.pick_id:
-        st.caption(f"The run recommends `{front.pick_id}` (the search's pick); this is another subnet.")
-    st.markdown(f"`{arch.describe()}`")
-    st.caption(f"From {row['source']}. Measured top-1: the test split; measured latency: drift-corrected.")
+        st.caption(f"The run recommends {md_code(front.pick_id)} (the search's pick); this is another subnet.")
+    st.markdown(md_code(arch.describe()))
+    st.caption(f"From {md(row['source'])}. Measured top-1: the test split; measured latency: drift-corrected.")
     _numbers(files, row, arch)
     _arch_json(files, row, arch, device)
     _grid(arch)

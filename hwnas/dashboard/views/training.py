@@ -9,7 +9,7 @@ import altair as alt
 import streamlit as st
 
 from hwnas.dashboard import charts, data
-from hwnas.dashboard.views.common import show_missing, table
+from hwnas.dashboard.views.common import md_code, show_missing, table
 
 
 def _checkpoint(files: data.RunFiles) -> tuple[str, Path | None, Path | None]:
@@ -36,7 +36,7 @@ SERIES_NAMES = {"train_acc": "training accuracy (sampled subnets)", "val_top1_ma
 def page_training(files: data.RunFiles) -> None:
     st.header("Supernet training")
     name, stem, path = _checkpoint(files)
-    st.markdown(f"Checkpoint: `{name}`" + (f" — log `{path}`" if path else ""))
+    st.markdown(f"Checkpoint: {md_code(name)}" + (f" — log {md_code(path)}" if path else ""))
     log = data.load_train_log(path)
     if log.empty:
         show_missing("training log for this run's supernet",
