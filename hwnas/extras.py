@@ -33,6 +33,7 @@ MODULES: dict[str, tuple[str, str | None]] = {
     "torch": ("torch", "train"),
     "torchvision": ("torchvision", "train"),
     "safetensors": ("safetensors", "train"),
+    "PIL": ("pillow", "train"),
     "timm": ("timm", "timm"),
     "streamlit": ("streamlit", "dashboard"),
     "altair": ("altair", "dashboard"),

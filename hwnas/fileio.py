@@ -62,6 +62,10 @@ def atomic_path(target: str | os.PathLike[str], suffix: str = "") -> Iterator[Pa
     try:
         yield tmp_path
         os.replace(tmp_path, target)
+    except OSError as err:
+        if err.filename is None:  # a failed write (ENOSPC) names no file: name the one being written
+            raise type(err)(err.errno, err.strerror, str(target)) from err
+        raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()

@@ -94,6 +94,11 @@ class RunFiles:
         return self.root / "finetuned" / arch_id
 
     @property
+    def baselines(self) -> Path:
+        """Hand-designed networks trained alone on the run's data (hwnas.baselines)."""
+        return self.root / "baselines"
+
+    @property
     def exports(self) -> Path:
         return self.root / "exports"
 

@@ -18,6 +18,7 @@ measurement after Ctrl-C and that the process does not wait for.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,10 +88,22 @@ def block_key(entry: dict[str, Any], columns: Sequence[str] | None = None) -> st
     return "block:" + "/".join(str(entry[c]) for c in (columns or CostLayout.entry_columns))
 
 
+_REFERENCE = re.compile(r"timm:([A-Za-z0-9][A-Za-z0-9_.-]*)(?:@r([1-9][0-9]{0,3}))?")
+
+
+def reference_spec(spec: str, default_r: int) -> tuple[str, int]:
+    """``timm:NAME`` (timed at `default_r`) or ``timm:NAME@rN`` (at N) -> (NAME, resolution)."""
+    match = _REFERENCE.fullmatch(spec)
+    if match is None:
+        raise InputError(f"reference {spec!r} must look like timm:MODEL_NAME or timm:MODEL_NAME@rRESOLUTION, "
+                         "e.g. timm:mobilenetv3_large_100 or timm:lcnet_050@r44")
+    return match[1], int(match[2]) if match[2] else default_r
+
+
 def _build_timm(spec: str, n_classes: int):
     import timm
 
-    name = spec.split(":", 1)[1]
+    name = reference_spec(spec, 1)[0]
     try:
         return timm.create_model(name, pretrained=False, num_classes=n_classes).eval()
     except RuntimeError as err:  # timm: "Unknown model (...)"
@@ -161,9 +174,9 @@ def _measure_device(run: RunConfig, job: _Job, store: MeasurementStore, devices_
                             shape=tuple(shape), kind="block", block=entry)
             for spec in todo_models:
                 module = _build_timm(spec, n_classes)
-                params, macs = _count(module, reference_r)
-                measure_one(spec, module, reference_r, kind="model", params=params, macs=macs,
-                            block={"resolution": reference_r})
+                r = reference_spec(spec, reference_r)[1]
+                params, macs = _count(module, r)
+                measure_one(spec, module, r, kind="model", params=params, macs=macs, block={"resolution": r})
         except _Stopped:
             pass
     return summary
@@ -223,8 +236,7 @@ def check_devices(devices: Sequence[str], devices_file: str | Path | None = None
     if not devices:
         raise InputError("name at least one --device (see `hwnas devices list`)")
     for spec in references:
-        if not spec.startswith("timm:") or len(spec) <= 5:
-            raise InputError(f"reference {spec!r} must look like timm:MODEL_NAME, e.g. timm:mobilenetv3_large_100")
+        reference_spec(spec, 1)
     resolved = [get_device(d, devices_file) for d in devices]  # unknown names fail before any work
     for dev in resolved:
         reason = dev.available()

@@ -186,34 +186,41 @@ def test_a_token_file_others_can_read_is_refused(tmp_path):
 
 
 # -- item 3: a relative agent state dir ---------------------------------------------------------
-@pytest.mark.parametrize("how", ["flag", "env"])
-def test_an_agent_with_a_relative_state_dir_measures(tmp_path, token_file, tiny_onnx, how):
-    import hashlib
-    import os
+def _start_agent(token_file: Path, cwd: Path, *args: str, env: dict | None = None):
+    """(process, port) of `python -m hwnas.devices.agent` on loopback, run in `cwd`."""
     import re
     import select
     import subprocess
     import sys
     import time
 
+    cmd = [sys.executable, "-m", "hwnas.devices.agent", "--host", "127.0.0.1", "--port", "0",
+           "--token-file", str(token_file), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd, env=env)
+    banner, deadline = "", time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None and "listening on" not in banner:
+        if select.select([proc.stdout], [], [], 0.2)[0]:
+            banner += proc.stdout.readline()
+    match = re.search(r"listening on http://127\.0\.0\.1:(\d+)", banner)
+    if match is None:
+        proc.kill()
+        raise AssertionError(f"agent did not start: {banner}")
+    return proc, int(match.group(1))
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_an_agent_with_a_relative_state_dir_measures(tmp_path, token_file, tiny_onnx, how):
+    import hashlib
+    import os
+
     from hwnas.devices.agent import AgentClient, AgentSettings
     from hwnas.devices.agent.wire import encode_frames
 
-    cmd = [sys.executable, "-m", "hwnas.devices.agent", "--host", "127.0.0.1", "--port", "0",
-           "--token-file", str(token_file)]
     env = dict(os.environ)
-    if how == "flag":
-        cmd += ["--state-dir", "st"]
-    else:
+    if how == "env":
         env["HWNAS_STATE_DIR"] = "st"
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
-                            env=env)
+    proc, port = _start_agent(token_file, tmp_path, *(["--state-dir", "st"] if how == "flag" else []), env=env)
     try:
-        banner, deadline = "", time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None and "listening on" not in banner:
-            if select.select([proc.stdout], [], [], 0.2)[0]:
-                banner += proc.stdout.readline()
-        port = int(re.search(r"listening on http://127\.0\.0\.1:(\d+)", banner).group(1))
         blob = tiny_onnx(tmp_path / "tiny.onnx").read_bytes()
         head = {"request_id": os.urandom(8).hex(), "agent_device": "cpu-ort",
                 "models": {"m": hashlib.sha256(blob).hexdigest()},
@@ -225,6 +232,42 @@ def test_an_agent_with_a_relative_state_dir_measures(tmp_path, token_file, tiny_
     finally:
         proc.kill()
         proc.wait(timeout=20)
+
+
+# -- item 11: small things -----------------------------------------------------------------------
+def test_the_agents_own_http_refusals_are_json(tmp_path, token_file):
+    """A header line over http.server's 64 KiB limit: 431, answered in JSON like every refusal."""
+    import socket
+
+    proc, port = _start_agent(token_file, tmp_path, "--state-dir", str(tmp_path / "st"))
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n")
+            reply = b""
+            while chunk := sock.recv(65536):
+                reply += chunk
+    finally:
+        proc.kill()
+        proc.wait(timeout=20)
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 431") and b"application/json" in head, head
+    assert json.loads(body)["error"] == "request_header_fields_too_large"
+
+
+def test_a_full_disk_names_the_file_being_written(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from hwnas.fileio import atomic_write_bytes
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError) as err:
+        atomic_write_bytes(tmp_path / "measurements.parquet", b"x")
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(tmp_path / "measurements.parquet")
+    assert list(tmp_path.iterdir()) == []
 
 
 # -- items 4, 5, 7, 9: image folders from someone else -------------------------------------------

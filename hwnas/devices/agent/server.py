@@ -411,7 +411,21 @@ class _Handler(BaseHTTPRequestHandler):
         (501 there) is 405, an unsupported HTTP version (505) is 400."""
         if code >= 500:
             code = 405 if code == 501 else 400
-        super().send_error(code, message, explain)
+        # a JSON refusal, as the wire format documents (http.server's own page is HTML)
+        phrase = HTTPStatus(code).phrase
+        body = json.dumps({"error": phrase.lower().replace(" ", "_"),
+                           "message": f"{phrase}: {message or explain or 'malformed request'}"}).encode()
+        self.close_connection = True
+        try:
+            self.send_response(code, message)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            if self.command != "HEAD" and code >= 200 and code not in (204, 304):
+                self.wfile.write(body)
+        except OSError:
+            pass
 
     def handle(self) -> None:
         if isinstance(self.connection, ssl.SSLSocket) and not self._handshake():
