@@ -40,6 +40,20 @@ MODELS = ["lcnet_050", "mobilenetv3_small_050", "lcnet_075", "mobilenetv3_small_
           "mobilenetv3_small_100", "lcnet_100", "mobilenetv3_large_075", "mobilenetv3_large_100", "resnet18"]
 
 
+SHIPPED = ROOT.parent / "hwnas" / "assets" / "baselines" / "fashion-mnist.json"
+
+
+def ship(results: Path) -> None:
+    """The finished rows, small: what `hwnas.baselines.shipped_baselines` reads."""
+    doc = json.loads(results.read_text())
+    keep = ("name", "resolution", "epochs", "top1", "n_test", "params")
+    rows = [{k: r[k] for k in keep} for r in doc["rows"]]
+    atomic_write_json(SHIPPED, {"dataset": doc["dataset"], "split": "test (the official 10,000 images)",
+                                "train_images": doc["train_images"], "recipe": doc["recipe"],
+                                "made_by": "experiments/train_baselines.py", "rows": rows})
+    print(f"wrote {SHIPPED} ({len(rows)} baselines)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", nargs="+", default=MODELS)
@@ -50,7 +64,12 @@ def main() -> None:
     ap.add_argument("--state", type=Path, default=ROOT.parent / "runs" / "baselines")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--shard", default="0/1", help="K/N: train every N-th model from the K-th")
+    ap.add_argument("--ship", action="store_true", help="only copy the finished rows into "
+                    "hwnas/assets/baselines/fashion-mnist.json (what runs on the embedded default use)")
     args = ap.parse_args()
+    if args.ship:
+        ship(args.out)
+        return
     torch.set_num_threads(1)
     shard, shards = (int(v) for v in args.shard.split("/"))
     recipe = BaselineRecipe(epochs=args.epochs)

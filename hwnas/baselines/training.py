@@ -79,7 +79,8 @@ def train_baseline(name: str, resolution: int, loaders: Any, recipe: BaselineRec
     net = build_baseline(name, loaders.n_classes, recipe.dropout, recipe.seed)
     settings = FinetuneSettings(epochs=recipe.epochs, lr=recipe.lr, batch_size=recipe.batch_size, kd_ratio=0.0,
                                 label_smoothing=recipe.label_smoothing, weight_decay=recipe.weight_decay,
-                                seed=recipe.seed, warmup_epochs=recipe.warmup_epochs)
+                                seed=recipe.seed,  # a short run warms up for a tenth of it
+                                warmup_epochs=min(recipe.warmup_epochs, recipe.epochs / 10))
     t0 = time.time()
     train_alone(net, loaders, resolution, settings, resume=state, progress=progress, network=f"timm:{name}")
     train_s = time.time() - t0

@@ -7,7 +7,7 @@ traceback instead.
 
 # imported in this order, the commands are listed in it (`hwnas --help`)
 from hwnas.cli import (space, devices, latency, agent, profile, supernet, search, accuracy,  # noqa: F401
-                       quickstart, finetune, export, dashboard)
+                       quickstart, finetune, baseline, export, dashboard)
 from hwnas.cli.app import app, state
 from hwnas.cli.main import main
 from hwnas.cli.search import Algo, search_flag
