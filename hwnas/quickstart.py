@@ -31,7 +31,7 @@ class QuickstartSettings:
     budget_ms: float | None = None  # default: 40% of the way from the fastest to the slowest profiled
     top_k: int = 3
     seed: int = 0
-    references: tuple[str, ...] = ("timm:mobilenetv3_small_100",)
+    references: tuple[str, ...] = ()  # more timm models to time (the run's baselines always are)
 
 
 @dataclass
@@ -57,6 +57,7 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
                log: Callable[[str], Any] = print, progress: Callable[..., Any] | None = None
                ) -> QuickstartResult:
     """Run every stage (skipping what the run already has); returns what each produced."""
+    from hwnas.baselines import profile_key, run_baselines
     from hwnas.export import default_bundle_dir, export_subnet, read_meta
     from hwnas.latency.api import fit_from_run
     from hwnas.profiling.protocol import ProtocolSettings
@@ -86,8 +87,10 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
         if progress:
             progress("profile", done=done, total=total, device=dev, key=key)
 
-    stage(f"profile {s.samples} subnets on {s.device}",
-          lambda: profile(run, [s.device], s.samples, references=s.references,
+    # the baselines (hand-designed networks trained alone: hwnas.baselines) are timed beside the subnets
+    references = (*s.references, *(profile_key(b["name"], b["resolution"]) for b in run_baselines(run)))
+    stage(f"profile {s.samples} subnets and {len(references)} baselines on {s.device}",
+          lambda: profile(run, [s.device], s.samples, references=references,
                           protocol=ProtocolSettings(seed=s.seed), progress=profile_progress))
     predictor_path = run.files.latency_predictor(s.device)
     report = stage("fit the latency predictor", lambda: fit_from_run(

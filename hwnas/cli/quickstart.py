@@ -45,6 +45,8 @@ def quickstart_cmd(
 def _print_quickstart(res) -> None:
     from rich.markup import escape
 
+    from hwnas.search.versus import baselines_summary
+
     s = res.settings
     rep = res.latency_report.get("chosen_metrics", {})
     summary = make_table("", "", title="hwnas quickstart", show_header=False)
@@ -65,6 +67,9 @@ def _print_quickstart(res) -> None:
         summary.add_row("latency pred / measured", f"{b['ms_pred'][s.device]:.3f} / "
                         + ("-" if meas is None else f"{meas:.3f}") + " ms")
         summary.add_row("front", f"{int(res.search.front['on_front'].sum())} subnets  ({res.search.paths['pareto_csv']})")
+    line = baselines_summary(res.search.baselines) if res.search is not None else None
+    if line:
+        summary.add_row("baselines", line + " (`hwnas baseline --run " + str(s.run_dir) + "` lists them)")
     if res.bundle is not None:
         m = res.bundle_meta
         summary.add_row("export", escape(f"{res.bundle}  [{m['status']}], test top-1 {m['accuracy']['top1']:.2f}%"))

@@ -72,6 +72,9 @@ def search_cmd(
                                   "precision each point uses)."),
     int8_samples: int = typer.Option(8, "--int8-samples", help="Subnets in the INT8 accuracy table (measured "
                                      "when it has fewer): the drop model of int8/auto."),
+    baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="With --verify: put the run's "
+                                   "baselines (`hwnas baseline`) against the front: for each, the fastest subnet "
+                                   "at most as slow (measured) with a test top-1 at least its own."),
     finetune_epochs: int = typer.Option(0, "--finetune-epochs", help="Then fine-tune each returned subnet "
                                         "for this many epochs (as `hwnas finetune`; `hwnas export` ships the "
                                         "weights) and report top-1 before and after. 0: no fine-tuning."),
@@ -92,7 +95,7 @@ def search_cmd(
         objectives=objectives_beyond(device, objective), max_macs=max_macs, max_params=max_params,
         population=population, generations=generations, n_trials=trials, accuracy_samples=accuracy_samples,
         accuracy_checks=accuracy_checks, latency_margin=latency_margin, accuracy_risk=accuracy_risk,
-        plot=plot, precision=precision, int8_samples=int8_samples)
+        plot=plot, precision=precision, int8_samples=int8_samples, baselines=baselines)
     finetune = _finetune_settings(finetune_epochs, seed)
     with EventProgress(err_console) as bar:
         res = run_search(run, settings, progress=bar)
@@ -155,6 +158,27 @@ def top1_text(best: dict) -> str:
     return f"{best['top1_pred']:.2f} / " + ("-" if meas is None else f"{meas:.2f} (test)")
 
 
+def print_baselines(res) -> None:
+    """The front against the run's baselines: a table and the one-line summary."""
+    from hwnas.search.versus import baselines_summary
+
+    if not res.baselines:
+        return
+    device = res.devices[0]
+    table = make_table("baseline", "r", "test top-1 %", f"{device} ms", "beaten by", "its top-1 %", "its ms",
+                       title="the front against hand-designed baselines (measured)")
+    for b in res.baselines:
+        ms = b["measured_ms"].get(device)
+        table.add_row(b["name"], str(b["resolution"]), f"{b['top1']:.2f} (n={b['n_test']})",
+                      "-" if ms is None else f"{ms:.3f}", b["dominated_by"] or b.get("note", "-"),
+                      "-" if b["dominated_by"] is None else f"{b['dominated_by_top1']:.2f}",
+                      "-" if b["dominated_by"] is None else f"{b['dominated_by_ms']:.3f}")
+    console.print(table)
+    line = baselines_summary(res.baselines)
+    if line:
+        err_console.print(line[0].upper() + line[1:] + ".", highlight=False)
+
+
 def _print_best(res) -> None:
     mixed = getattr(res, "precision", "fp32") != "fp32"
     table = make_table("id", *(["precision"] if mixed else []), "arch", "top-1 % pred / measured",
@@ -169,6 +193,7 @@ def _print_best(res) -> None:
         table.add_row(b["id"], *([b.get("precision", "fp32")] if mixed else []), b["describe"], top1_text(b),
                       *lat, f"{b['macs'] / 1e6:.1f}")
     console.print(table)
+    print_baselines(res)
     if res.message:
         err_console.print(res.message, highlight=False)
     for name, path in res.paths.items():

@@ -31,6 +31,7 @@ PICKED = "recommended: the search's pick"
 SELECTED = "selected in the table"
 BUDGET = "latency budget"
 REFERENCE = "reference model (measured latency)"
+BASELINE = "baseline trained alone (measured latency, test top-1)"
 STAR = ("M0,-1L0.235,-0.324L0.951,-0.309L0.38,0.124L0.588,0.809L0,0.4L-0.588,0.809L-0.38,0.124L-0.951,-0.309"
         "L-0.235,-0.324Z")  # a five-pointed star in Vega's unit square
 STYLE = {  # series: (colour, legend symbol, point size)
@@ -40,7 +41,7 @@ STYLE = {  # series: (colour, legend symbol, point size)
     BOTH_IN: ("#2ca02c", "diamond", 110), BOTH_OVER: ("#d62728", "diamond", 110),
     LATENCY_ONLY: ("#ff7f0e", "square", 80), TOP1_ONLY: ("#8c564b", "triangle-down", 80),
     INTERVAL: ("#444444", "stroke", 0), PICKED: ("#e6ab02", STAR, 420), SELECTED: ("#000000", "circle", 520),
-    BUDGET: ("#000000", "stroke", 0), REFERENCE: ("#9467bd", "stroke", 0)}
+    BUDGET: ("#000000", "stroke", 0), REFERENCE: ("#9467bd", "stroke", 0), BASELINE: ("#7b2d8e", "cross", 140)}
 COLOURS = {s: c for s, (c, _, _) in STYLE.items()}
 PICK = "pick"  # the chart's click selection (its id field)
 STATE_SERIES = {"latency": LATENCY_ONLY, "top-1": TOP1_ONLY}
@@ -155,10 +156,13 @@ def _intervals(df: pd.DataFrame, y: str) -> pd.DataFrame:
 
 
 def _domains(df: pd.DataFrame, y: str, budget: float | None, refs: pd.DataFrame, mae: float | None,
-             ) -> tuple[list[float] | None, list[float] | None]:
+             baselines: pd.DataFrame | None = None) -> tuple[list[float] | None, list[float] | None]:
     xs = list(df["ms"]) + list(df["x1"]) + list(df["ms_lo"]) + list(df["ms_hi"]) + list(refs["ms"])
     xs += [budget] if budget else []
     ys = list(df[y]) + list(df["measured_top1"]) + list(df["top1_lo"]) + list(df["top1_hi"])
+    if baselines is not None and not baselines.empty:
+        xs += list(baselines["ms"])
+        ys += list(baselines["top1"])
     if y == "top1_pred":
         ys += list(df["top1_pred"] - df["top1_std"]) + list(df["top1_pred"] + df["top1_std"])
     if mae:
@@ -170,13 +174,15 @@ def _domains(df: pd.DataFrame, y: str, budget: float | None, refs: pd.DataFrame,
 def pareto_chart(df: pd.DataFrame, *, device: str, budget: float | None, y: str = "objective",
                  explored: pd.DataFrame | None = None, refs: pd.DataFrame | None = None,
                  acc_error: dict[str, Any] | None = None, show_candidates: bool = True,
-                 selected: str | None = None) -> tuple[alt.LayerChart, dict[str, Any]]:
+                 selected: str | None = None, baselines: pd.DataFrame | None = None
+                 ) -> tuple[alt.LayerChart, dict[str, Any]]:
     """The interactive pareto.png. `df`: `data.front_frame`; `y`: "objective" (what the search
-    ranked on: the front is a staircase there) or "top1_pred" (the predictor's mean, with ±σ bars).
+    ranked on: the front is a staircase there) or "top1_pred" (the predictor's mean, with ±σ bars);
+    `baselines`: `data.baselines` (measured points).
     Returns (chart, what is drawn: series, counts and domains)."""
     refs = refs if refs is not None else pd.DataFrame(columns=["name", "ms"])
     mae = (acc_error or {}).get("oof_mae")
-    x_dom, y_dom = _domains(df, y, budget, refs, mae)
+    x_dom, y_dom = _domains(df, y, budget, refs, mae, baselines)
     x = lambda f: alt.X(f, title=f"latency on {device} (ms)", scale=alt.Scale(domain=x_dom, zero=False))  # noqa: E731
     y_title = f"top-1 % ({'search objective' if y == 'objective' else 'predicted'}; measured where marked)"
     yy = lambda f: alt.Y(f, title=y_title, scale=alt.Scale(domain=y_dom, zero=False))  # noqa: E731
@@ -218,6 +224,14 @@ def pareto_chart(df: pd.DataFrame, *, device: str, budget: float | None, y: str 
             x=x("ms:Q"), tooltip=["name:N", alt.Tooltip("ms:Q", format=".3f", title="latency measured (ms)")])))
         layers.append((None, alt.Chart(r).mark_text(align="left", dx=3, dy=8, color=COLOURS[REFERENCE]).encode(
             x=x("ms:Q"), y=alt.value(0), text="name:N")))
+    if baselines is not None and not baselines.empty:
+        b = baselines.assign(series=BASELINE)
+        layers.append((BASELINE, alt.Chart(b).mark_point(shape="cross", filled=True, size=140, clip=True).encode(
+            x=x("ms:Q"), y=yy("top1:Q"),
+            tooltip=["name:N", alt.Tooltip("ms:Q", format=".3f", title="latency measured (ms)"),
+                     alt.Tooltip("top1:Q", format=".2f", title="test top-1 (%)"), "n_test:Q", "beaten_by:N"])))
+        layers.append((None, alt.Chart(b).mark_text(align="left", dx=6, dy=-6, color=COLOURS[BASELINE]).encode(
+            x=x("ms:Q"), y=yy("top1:Q"), text="name:N")))
     points = subnet_points(df, y, show_candidates)
     ring = points[(points["id"] == selected) & (points["shown_at"] == "predicted")].assign(series=SELECTED)
     present = set(points["series"]) | {name for name, _ in layers} | ({SELECTED} if not ring.empty else set())

@@ -484,12 +484,34 @@ def explored_points(files: RunFiles, device: str, n: int = 2000, seed: int = 0) 
                          "top1_pred": np.asarray(accuracy.predict(m), float), "source": "space sample"})
 
 
-def references(files: RunFiles, device: str) -> pd.DataFrame:
-    """Reference models measured on `device` (name, ms)."""
+def references(files: RunFiles, device: str, search: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Reference models measured on `device` (name, ms), but the search's baselines (points of their own)."""
     from hwnas.search.plot import reference_models
 
-    rows = reference_models(files.root, device) if files.measurements.exists() else []
+    from hwnas.baselines import profile_key
+
+    keys = [profile_key(b["name"], b["resolution"]) for b in (search or {}).get("baselines") or []
+            if isinstance(b, dict) and "name" in b and "resolution" in b]
+    rows = reference_models(files.root, device, keys) if files.measurements.exists() else []
     return pd.DataFrame(rows, columns=["name", "ms"])
+
+
+def baselines(search: dict[str, Any] | None, device: str | None) -> pd.DataFrame:
+    """The search's baselines measured on `device`: name (with its resolution), ms, top1, n_test,
+    beaten_by (a subnet id or "none"), its_top1, its_ms, gain (points)."""
+    cols = ["name", "ms", "top1", "n_test", "beaten_by", "its_top1", "its_ms", "gain"]
+    rows = []
+    for b in (search or {}).get("baselines") or []:
+        try:
+            ms = float((b.get("measured_ms") or {})[device])
+            rows.append({"name": f"{b['name']} r{int(b['resolution'])}", "ms": ms, "top1": float(b["top1"]),
+                         "n_test": int(b["n_test"]),
+                         "beaten_by": b["dominated_by"] if SUBNET_ID.fullmatch(str(b.get("dominated_by"))) else "none",
+                         "its_top1": b.get("dominated_by_top1"), "its_ms": b.get("dominated_by_ms"),
+                         "gain": b.get("top1_gain")})
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue  # not measured on this device, or not a baseline entry
+    return pd.DataFrame(rows, columns=cols)
 
 
 def tight_domain(values, pad: float = 0.05) -> list[float] | None:

@@ -31,6 +31,7 @@ from hwnas.errors import BudgetError
 from hwnas.fileio import atomic_path, json_safe
 from hwnas.run import RunFiles
 from hwnas.accuracy import ensure_accuracy_predictor, measured_accuracy, regression_metrics
+from hwnas.baselines import profile_key
 from hwnas.search.algorithms import algorithm_names, get_algorithm
 from hwnas.search.operators import unique_rows
 from hwnas.search.pareto import front_mask, hypervolume
@@ -40,6 +41,7 @@ from hwnas.search.problem import (TOP1, Batch, PredictorMissing, Problem, Search
                                   ms_key)
 from hwnas.search.settings import SearchSettings
 from hwnas.search.verify import Measure, Verification, acceptance_rule, device_measure, verify_candidates
+from hwnas.search.versus import baselines_summary, versus_baselines
 
 __all__ = ["ALGORITHMS", "PRECISIONS", "SearchHooks", "SearchResult", "SearchSettings", "run_search"]
 
@@ -67,6 +69,7 @@ class SearchResult:
     message: str = ""
     accuracy_report: dict[str, Any] = field(default_factory=dict)  # the accuracy predictor's selection
     precision: str = "fp32"  # what was asked: fp32, bf16, int8 or auto (each best entry says its own)
+    baselines: list[dict[str, Any]] = field(default_factory=list)  # the front against them (`search.versus`)
 
     @property
     def ok(self) -> bool:
@@ -193,7 +196,7 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
     prec_of = _precision_of(table)
 
     t = time.perf_counter()
-    ver, top1_measured, first_try = Verification(), {}, None
+    ver, top1_measured, first_try, versus = Verification(), {}, None, []
     top_k, margin = s.top_k, s.latency_margin
     if s.verify:
         measure_accuracy = hooks.measure_accuracy or (lambda archs: measured_accuracy(
@@ -221,6 +224,10 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
         first = list(ver.measured)[:top_k]  # in candidate order: the predictor's own satisfaction
         first_try = sum(i in ver.accepted for i in first) / len(first) if first else None
         measure_top1(ver.accepted)
+        if s.baselines:
+            fronted = [i for i in range(len(table)) if on_front[i] and prec_of[i] == "fp32"]
+            versus = versus_baselines(run, table, fronted, devices[0], ver.measured, top1_measured, measure,
+                                      measure_top1, margin, devices_file=s.devices_file, protocol=s.protocol)
     verify_s = time.perf_counter() - t
     # measured top-1 decides which of those that fit are returned, and their order
     chosen = sorted(ver.accepted, key=lambda i: -top1_measured[i])[:top_k] if s.verify else cand[:top_k]
@@ -257,13 +264,17 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
     doc = _report(problem, s, settings, metrics, best, ver, outcome, accuracy, verification)
     doc["settings"]["precision"] = s.precision
     doc["precision"] = precision_report(s.precision, precs, variants, drops, skipped, left_out)
+    doc["baselines"] = versus
+    if versus:
+        doc["baselines_summary"] = baselines_summary(versus)
     paths = _write(run.files, front, doc, _explored(problems, feasible, devices), devices, budgets,
                    title=f"{settings.get('mode', settings['algo'])}: accuracy vs latency on {devices[0]}"
                          + ("" if precs == ["fp32"] else f" ({s.precision})"),
                    plot=s.plot)
     return SearchResult(run_dir, s.algo, devices, budgets, best, front, metrics, ver.records, paths,
                         _message(s.verify, top_k, len(chosen), ver, _budget_labels(budgets, variants)),
-                        getattr(accuracy, "meta", {}).get("metrics") or {}, precision=s.precision)
+                        getattr(accuracy, "meta", {}).get("metrics") or {}, precision=s.precision,
+                        baselines=versus)
 
 
 _PREC = "precision"  # Batch column of a merged archive: the row's precision, as its index in SEARCHED
@@ -576,9 +587,13 @@ def _write(files: RunFiles, front, doc: dict[str, Any], sample: dict[str, np.nda
         if plot:
             from hwnas.search.plot import plot_front, reference_models
 
+            timed = [b for b in doc.get("baselines") or [] if first in b["measured_ms"]]
             plot_front(tmp["pareto_png"], front[front["on_front"] | front["verified"]], device=first,
-                       budget_ms=budgets[first], explored=explored,
-                       references=reference_models(files.root, first), title=title)
+                       budget_ms=budgets[first], explored=explored, title=title,
+                       references=reference_models(files.root, first,
+                                                   [profile_key(b["name"], b["resolution"]) for b in timed]),
+                       baselines=[(f"{b['name']} r{b['resolution']}", b["measured_ms"][first], b["top1"])
+                                  for b in timed])
         else:
             files.pareto_png.unlink(missing_ok=True)
         doc = {"search_id": search_id, **doc, "files": {k: p.name for k, p in paths.items()}}

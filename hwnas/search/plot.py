@@ -13,11 +13,13 @@ __all__ = ["plot_front", "reference_models"]
 
 
 def plot_front(path: str | Path, front, *, device: str, budget_ms: float, explored=None,
-               references: Sequence[tuple[str, float]] = (), title: str = "") -> Path:
+               references: Sequence[tuple[str, float]] = (), title: str = "",
+               baselines: Sequence[tuple[str, float, float]] = ()) -> Path:
     """Write the plot atomically. `front`: DataFrame with ms_pred, top1_pred and, where measured,
     measured_ms; `explored`: optional (ms, top1) arrays of every scored feasible subnet;
     `references`: (name, measured ms) of reference models on the device (their accuracy on this
-    task is unknown, so they are marked on the latency axis)."""
+    task is unknown, so they are marked on the latency axis); `baselines`: (name, measured ms,
+    test top-1) of hand-designed networks trained on this task, drawn as measured points."""
     # a bare Agg figure: pyplot's import (backend selection, figure manager) cost more than the
     # drawing itself, and a file needs neither
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -57,6 +59,12 @@ def plot_front(path: str | Path, front, *, device: str, budget_ms: float, explor
                     fontsize=7, color="tab:purple", va="top", rotation=0)
         if references:
             ax.plot([], [], color="tab:purple", ls=":", label="reference models (measured ms)")
+        if baselines:
+            ax.scatter([b[1] for b in baselines], [b[2] for b in baselines], s=70, marker="*", c="tab:purple",
+                       zorder=6, label="baselines trained alone: measured ms, test top-1")
+            for name, ms, top1 in baselines:
+                ax.annotate(name, (ms, top1), xytext=(4, -9), textcoords="offset points", fontsize=6.5,
+                            color="tab:purple")
         ax.set_xlabel(f"latency on {device} (ms)")
         ax.set_ylabel("top-1 (%)")
         ax.set_title(title or f"accuracy vs latency on {device}")
@@ -70,12 +78,13 @@ def plot_front(path: str | Path, front, *, device: str, budget_ms: float, explor
     return Path(path)
 
 
-def reference_models(run_dir: str | Path, device: str) -> list[tuple[str, float]]:
-    """(name, corrected ms) of the reference models measured on `device` in the run's store."""
+def reference_models(run_dir: str | Path, device: str, leave_out: Sequence[str] = ()) -> list[tuple[str, float]]:
+    """(name, corrected ms) of the reference models measured on `device` in the run's store, but
+    the keys in `leave_out` (the baselines, drawn as points)."""
     from hwnas.profiling.store import read_measurements
 
     df = read_measurements(run_dir, device=device, kind="model")
     if df.empty:
         return []
     return [(str(k).removeprefix("timm:"), float(ms)) for k, ms in zip(df["key"], df["corrected_ms"])
-            if np.isfinite(ms)]
+            if np.isfinite(ms) and str(k) not in leave_out]

@@ -67,6 +67,8 @@ class SearchSettings:
     plot: bool = True
     precision: str = "fp32"
     int8_samples: int = 8
+    #: with `verify`: compare the front with the run's baselines (`hwnas.search.versus`)
+    baselines: bool = True
     #: device -> latency budget (ms), from `device` and `latency_ms`
     budgets: dict[str, float] = field(init=False, repr=False, compare=False)
 

@@ -31,7 +31,7 @@ from typing import Any, Iterator, Literal, Sequence, get_args
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
 from hwnas.errors import InputError
@@ -63,6 +63,9 @@ _IMAGENET_MEAN = (0.485, 0.456, 0.406)  # an image folder is not scanned to comp
 _IMAGENET_STD = (0.229, 0.224, 0.225)
 _CIFAR_FOLDERS = {"cifar10": ("CIFAR-10", "cifar-10-batches-py", "cifar-10-python.tar.gz"),
                   "cifar100": ("CIFAR-100", "cifar-100-python", "cifar-100-python.tar.gz")}
+
+
+_LATER_FIELDS = ("bad_images",)
 
 
 class DataConfig(BaseModel):
@@ -116,6 +119,16 @@ class DataConfig(BaseModel):
                              "four .gz files (on Debian: apt-get install dataset-fashion-mnist, then "
                              "--data fashion-mnist:/usr/share/datasets/fashion-mnist)")
         return cls(name=name, root=Path(root).expanduser().resolve(), **extra)
+
+    @model_serializer(mode="wrap")
+    def _without_later_defaults(self, handler: Any) -> dict[str, Any]:
+        """Fields added after runs, checkpoints and shipped keys recorded data configs are left out
+        at their default, so those records still match the config they were made with."""
+        out = handler(self)
+        for name in _LATER_FIELDS:
+            if out.get(name) == type(self).model_fields[name].default:
+                out.pop(name)
+        return out
 
     @model_validator(mode="after")
     def _fractions_leave_training_data(self) -> "DataConfig":

@@ -40,6 +40,12 @@ def test_quickstart_pipeline_on_a_tiny_budget(tmp_path):
     assert search["acceptance"]["latency"]["margin"] > 0
     measured_ids = set(read_measurements(run, device="cpu-ort", kind="subnet")["key"])
     assert {b["id"] for b in search["best"]} <= measured_ids
+    # the shipped baselines, timed on the device beside the subnets, stand against the front
+    assert search["baselines"] and all(b["measured_ms"]["cpu-ort"] > 0 and b["n_test"] == 10_000
+                                       for b in search["baselines"])
+    for b in search["baselines"]:
+        if b["dominated_by"]:
+            assert b["dominated_by_top1"] >= b["top1"] and b["dominated_by_ms"] <= b["measured_ms"]["cpu-ort"]
 
     bundle = run / "exports" / f"{search['best'][0]['id']}-cpu-ort"
     meta = read_meta(bundle)

@@ -9,12 +9,12 @@ import streamlit as st
 
 from hwnas.dashboard import charts, data
 from hwnas.dashboard.quality import accuracy_error
-from hwnas.dashboard.views.common import cached_explored, fmt_num, goto_subnet, show_missing, table
+from hwnas.dashboard.views.common import cached_explored, fmt_num, goto_subnet, md, show_missing, table
 
 Y_OPTIONS = {"search objective: predicted top-1 − σ (what the front is computed on)": "objective",
              "predicted top-1 ± σ (the predictor's mean)": "top1_pred"}
 KINDS = ("on the front", "other candidates")
-LAYERS = ("explored subnets", "reference models", "candidates off the front")
+LAYERS = ("explored subnets", "reference models and baselines", "candidates off the front")
 _PCT, _MS = st.column_config.NumberColumn(format="%.2f"), st.column_config.NumberColumn(format="%.3f")
 COLUMNS = {"★": st.column_config.TextColumn(help="the search's pick: the subnet this run recommends"),
            "on front": st.column_config.CheckboxColumn(), "top-1 objective %": _PCT, "top-1 predicted %": _PCT,
@@ -69,12 +69,14 @@ def page_pareto(files: data.RunFiles) -> None:
     explored_note = _explored_note(explored, y)
     if explored is not None and y not in explored.columns:
         explored = None
-    refs = data.references(files, device) if show_refs else None
+    refs = data.references(files, device, front.search) if show_refs else None
+    versus = data.baselines(front.search, device)
     chart_box = st.container()
     selected = _table(df)
     with chart_box:
         chart, _ = charts.pareto_chart(df, device=device, budget=front.budget, y=y, explored=explored, refs=refs,
-                                       acc_error=acc, show_candidates=show_others, selected=selected)
+                                       acc_error=acc, show_candidates=show_others, selected=selected,
+                                       baselines=versus if show_refs else None)
         event = st.altair_chart(charts.svg(chart), width="stretch", on_select="rerun", selection_mode=charts.PICK,
                                 key="pareto_chart")
         picked = ((event or {}).get("selection") or {}).get(charts.PICK) or []
@@ -82,6 +84,7 @@ def page_pareto(files: data.RunFiles) -> None:
             goto_subnet(picked[0]["id"])
         _caption(front, acc, explored_note, refs)
         _recommended(front)
+        _baselines(versus, device)
     _history(front)
 
 
@@ -113,6 +116,20 @@ def _caption(front: data.RunFront, acc: dict | None, explored_note: str, refs: p
         "the table to ring it.")
     if refs is not None and not refs.empty:
         st.caption("Reference models: " + ", ".join(f"{r.name} {r.ms:.3f} ms (measured)" for r in refs.itertuples()))
+
+
+def _baselines(versus: pd.DataFrame, device: str) -> None:
+    """The front against the hand-designed baselines, as search.json records it."""
+    if versus.empty:
+        return
+    st.subheader("Against hand-designed baselines")
+    beaten = int((versus["beaten_by"] != "none").sum())
+    st.caption(f"Each baseline trained alone on this run's data (test top-1 on n images, latency measured on "
+               f"{md(device)}): the fastest subnet this search measured at most as slow (with the verification "
+               f"margin) and at least as accurate on the test split. Beaten: {beaten} of {len(versus)}.")
+    table(versus.rename(columns={"ms": "latency measured ms", "top1": "test top-1 %", "n_test": "test images",
+                                 "beaten_by": "beaten by", "its_top1": "its test top-1 %",
+                                 "its_ms": "its latency ms", "gain": "gain (points)"}), width="content")
 
 
 def _recommended(front: data.RunFront) -> None:

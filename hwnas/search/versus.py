@@ -1,0 +1,114 @@
+"""The front against the hand-designed baselines: for each, the fastest subnet this search measured
+with a test top-1 at least the baseline's at no more than its measured latency.
+
+A baseline's latency is its drift-corrected measurement in the run's store (profiled as the
+reference ``timm:NAME@rN``, measured now when missing); its top-1 is its own test-split score
+(`hwnas.baselines.run_baselines`). Subnets already verified are used first; otherwise the front's
+most accurate rows predicted to fit under the baseline's latency (with the verification margin)
+are measured on the device and, when they fit, evaluated on the test split, at most `tries` per
+baseline. A subnet counts only if ``measured_ms * (1 + margin) <= baseline_ms``, so the claim
+survives the noise of another timing session.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from hwnas.search.goals import TOP1, ms_key
+from hwnas.search.problem import Batch
+
+__all__ = ["versus_baselines", "baselines_summary"]
+
+
+def _baseline_ms(run: Any, device: str, keys: list[str], devices_file: Any, protocol: Any) -> dict[str, float]:
+    """key -> drift-corrected ms on `device`, profiling the baselines the store lacks."""
+    from hwnas.profiling.stage import profile
+    from hwnas.profiling.store import read_measurements
+
+    def stored() -> dict[str, float]:
+        df = read_measurements(run.run_dir, device=device, kind="model")
+        return {} if df.empty else dict(zip(df["key"].astype(str), df["corrected_ms"].astype(float)))
+
+    have = stored()
+    if any(k not in have for k in keys):
+        profile(run, [device], 0, devices_file=devices_file, references=[k for k in keys if k not in have],
+                **({"protocol": protocol} if protocol is not None else {}))
+        have = stored()
+    return {k: have[k] for k in keys if k in have}
+
+
+def versus_baselines(run: Any, table: Batch, rows: Sequence[int], device: str, measured: dict[int, dict[str, float]],
+                     top1_measured: dict[int, float], measure: Callable[[str, Sequence[Any]], Any],
+                     measure_top1: Callable[[list[int]], None], margin: float, *, devices_file: Any = None,
+                     protocol: Any = None, tries: int = 2) -> list[dict[str, Any]]:
+    """One entry per baseline of the run (see the module doc). `rows`: the table's rows that may
+    stand against a baseline (fp32 front members); `measured` and `top1_measured` are the
+    verification's, and grow with what is measured here; `measure_top1(rows)` evaluates rows
+    into `top1_measured`."""
+    from hwnas.baselines import profile_key, run_baselines
+    from hwnas.search.verify import _measured
+
+    baselines = run_baselines(run)
+    if not baselines:
+        return []
+    ms_of = _baseline_ms(run, device, [profile_key(b["name"], b["resolution"]) for b in baselines],
+                         devices_file, protocol)
+    archs = run.space.from_matrix(table.m)
+    pred_ms, pred_top1 = table.cols[ms_key(device)], table.cols[TOP1]
+    fastest_pred = float(pred_ms[list(rows)].min()) if len(rows) else float("inf")
+    out = []
+    for b in baselines:
+        key = profile_key(b["name"], b["resolution"])
+        entry = {"name": b["name"], "resolution": b["resolution"], "epochs": b["epochs"], "top1": b["top1"],
+                 "n_test": b["n_test"], "source": b["source"], "measured_ms": {}, "dominated_by": None}
+        if key not in ms_of:
+            entry["note"] = f"not measured on {device}"
+            out.append(entry)
+            continue
+        limit = ms_of[key]
+        entry["measured_ms"][device] = round(limit, 4)
+
+        def beats(i: int) -> bool:
+            return (i in top1_measured and device in measured.get(i, {})
+                    and measured[i][device] * (1 + margin) <= limit and top1_measured[i] >= b["top1"])
+
+        if not any(beats(i) for i in measured):
+            if fastest_pred * (1 + margin) > limit:
+                entry["note"] = "faster than every subnet of the front (predicted)"
+            tried = 0
+            shortlist = sorted((i for i in rows if pred_ms[i] * (1 + margin) <= limit and pred_top1[i] >= b["top1"]
+                                and i not in measured), key=lambda i: -pred_top1[i])
+            for i in shortlist:
+                if tried >= tries:
+                    break
+                tried += 1
+                ms = float(_measured(measure(device, [archs[i]]))[0][0])
+                measured[i] = {device: ms}
+                if ms * (1 + margin) <= limit:
+                    measure_top1([i])
+                    if beats(i):
+                        break
+        winners = sorted((i for i in measured if beats(i)), key=lambda i: measured[i][device])
+        if winners:
+            i = winners[0]
+            entry.update(dominated_by=archs[i].id, dominated_by_top1=round(top1_measured[i], 2),
+                         dominated_by_ms=round(measured[i][device], 4),
+                         top1_gain=round(top1_measured[i] - b["top1"], 2))
+            entry.pop("note", None)
+        out.append(entry)
+    return out
+
+
+def baselines_summary(entries: list[dict[str, Any]]) -> str | None:
+    """One line: how many baselines the front beats, and by how much at equal latency."""
+    timed = [e for e in entries if e["measured_ms"]]
+    if not timed:
+        return None
+    beaten = [e for e in timed if e["dominated_by"]]
+    if not beaten:
+        return f"the front beats none of {len(timed)} baselines at their measured latency"
+    gains = [e["top1_gain"] for e in beaten]
+    return (f"the front beats {len(beaten)} of {len(timed)} baselines: a subnet at most as slow is "
+            f"{float(np.median(gains)):+.2f} points more accurate (median; {min(gains):+.2f} to {max(gains):+.2f})")
