@@ -43,6 +43,8 @@ class QuickstartResult:
     search: Any = None
     bundle: Path | None = None
     bundle_meta: dict[str, Any] = field(default_factory=dict)
+    shipped: int = 0  # which of search.best the bundle holds
+    passed_over: list[str] = field(default_factory=list)  # returned subnets whose bundle broke the budget
 
 
 def _default_budget(run_dir: Path, device: str) -> float:
@@ -59,6 +61,7 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
     """Run every stage (skipping what the run already has); returns what each produced."""
     from hwnas.baselines import profile_key, run_baselines
     from hwnas.export import default_bundle_dir, export_subnet, read_meta
+    from hwnas.export.budget import bundle_latency
     from hwnas.latency.api import fit_from_run
     from hwnas.profiling.protocol import ProtocolSettings
     from hwnas.profiling.stage import profile
@@ -105,14 +108,21 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
     if not res.ok:
         log(f"no subnet met the budget when measured: {res.message}")
         return out
-    best = res.best[0]
-    existing = default_bundle_dir(run.run_dir, best["id"], s.device)
-
-    def export() -> Path:
+    def export(arch_id: str) -> Path:
+        existing = default_bundle_dir(run.run_dir, arch_id, s.device)
         if (existing / "model.json").exists() and read_meta(existing)["status"] == "verified":
             return existing  # a rerun keeps the verified bundle it already made
-        return export_subnet(run.run_dir, best["id"], s.device)
+        return export_subnet(run.run_dir, arch_id, s.device)
 
-    bundle = stage(f"export subnet {best['id']} for {s.device} with verification", export)
-    out.bundle, out.bundle_meta = bundle, read_meta(bundle)
+    # the first returned subnet whose bundle holds the budget when export measures it again (by the
+    # search's rule, re-measured before it is condemned); the next accepted one otherwise
+    for k, best in enumerate(res.best):
+        bundle = stage(f"export subnet {best['id']} for {s.device} with verification", lambda: export(best["id"]))
+        out.bundle, out.bundle_meta, out.shipped = bundle, read_meta(bundle), k
+        if bundle_latency(out.bundle_meta)[1] is not False:
+            break
+        out.passed_over.append(best["id"])
+        log(f"{best['id']} broke the {budget} ms budget when export measured it again "
+            f"({out.bundle_meta['latency'].get('pooled_ms', 0):.3f} ms, median of three); "
+            + ("shipping the next accepted subnet" if k + 1 < len(res.best) else "no accepted subnet is left"))
     return out

@@ -15,7 +15,6 @@ import json
 import re
 import shutil
 from importlib import resources
-from pathlib import Path
 from typing import Any, Callable
 
 from hwnas.baselines.training import BaselineRecipe, train_baseline

@@ -34,6 +34,7 @@ def export_cmd(
 
     from hwnas.export import export_pareto, export_subnet, read_meta
     from hwnas.export.api import check_max_int8_drop
+    from hwnas.export.budget import bundle_latency
     from hwnas.export.bundle import bundle_fingerprint
     from hwnas.progress import make_progress
 
@@ -54,13 +55,14 @@ def export_cmd(
     table = make_table("bundle", "status", "test top-1 %", "latency ms", "fingerprint (load(..., fingerprint=))")
     for path in paths:
         meta = read_meta(path)
-        ms = (meta["latency"].get("measured") or {}).get("corrected_ms")
+        ms, within = bundle_latency(meta)
         top1 = f"{meta['accuracy']['top1']:.2f}"
         for precision in ("int8", "bf16"):  # a reduced-precision bundle: its own top-1 first
             record = meta["accuracy"].get(precision) or {}
             if record.get(f"top1_{precision}") is not None:
                 top1 = f"{record[f'top1_{precision}']:.2f} {precision} ({top1} fp32)"
-        table.add_row(escape(str(path)), escape(meta["status"]), top1, "-" if ms is None else f"{ms:.3f}",
+        status = meta["status"] + ("" if within is not False else ", over the search's budget")
+        table.add_row(escape(str(path)), escape(status), top1, "-" if ms is None else f"{ms:.3f}",
                       bundle_fingerprint(path))
         if meta["status"].startswith("onnx-only"):
             err_console.print(f"[yellow]notice:[/] {path.name}: no engine built here ({escape(meta['status'])}); "

@@ -45,6 +45,7 @@ def quickstart_cmd(
 def _print_quickstart(res) -> None:
     from rich.markup import escape
 
+    from hwnas.export.budget import bundle_latency
     from hwnas.search.versus import baselines_summary
 
     s = res.settings
@@ -60,19 +61,24 @@ def _print_quickstart(res) -> None:
                         f"MAE {acc['oof']['mae']:.2f} pts, Kendall tau {acc['oof']['kendall_tau']:.2f})")
     summary.add_row("budget", f"{res.budget_ms} ms (accepted: measured x (1 + margin + 2 SE) within it)")
     if res.search is not None and res.search.best:
-        b = res.search.best[0]
+        b = res.search.best[min(res.shipped, len(res.search.best) - 1)]
         meas = b["measured_ms"].get(s.device)
-        summary.add_row("best subnet", f"{b['id']}  {b['describe']}")
+        shipped = "shipped subnet" if not res.passed_over else f"shipped subnet (not {', '.join(res.passed_over)}: over budget at export)"
+        summary.add_row(shipped, f"{b['id']}  {b['describe']}")
         summary.add_row("top-1 pred / measured", top1_text(b) + " %")
         summary.add_row("latency pred / measured", f"{b['ms_pred'][s.device]:.3f} / "
-                        + ("-" if meas is None else f"{meas:.3f}") + " ms")
+                        + ("-" if meas is None else f"{meas:.3f}") + " ms (search verification; the bundle records it)")
         summary.add_row("front", f"{int(res.search.front['on_front'].sum())} subnets  ({res.search.paths['pareto_csv']})")
     line = baselines_summary(res.search.baselines) if res.search is not None else None
     if line:
         summary.add_row("baselines", line + " (`hwnas baseline --run " + str(s.run_dir) + "` lists them)")
     if res.bundle is not None:
         m = res.bundle_meta
-        summary.add_row("export", escape(f"{res.bundle}  [{m['status']}], test top-1 {m['accuracy']['top1']:.2f}%"))
+        within = bundle_latency(m)[1]
+        budget = "" if within is None else (", within budget when export re-measured it" if within
+                                            else ", OVER the budget when export re-measured it")
+        summary.add_row("export", escape(f"{res.bundle}  [{m['status']}{budget}], test top-1 "
+                                         f"{m['accuracy']['top1']:.2f}%"))
     summary.add_row("time per stage", ", ".join(f"{k.split()[0]} {v}s" for k, v in res.stages.items()))
     summary.add_row("dashboard", f"hwnas dashboard --run {s.run_dir}")
     console.print(summary)

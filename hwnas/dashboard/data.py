@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from hwnas.dashboard import stats
+from hwnas.export.budget import bundle_latency
 from hwnas.run import RunFiles
 from hwnas.search.columns import MEASURED_TOP1, TOP1_PRED, TOP1_STD, measured_ms, ms_pred
 
@@ -563,12 +564,14 @@ def load_exports(files: RunFiles, front: pd.DataFrame | None = None,
         except (OSError, json.JSONDecodeError):
             verify = {}
         device = _bundle_device(folder, meta, verify)
-        lat = (meta.get("latency") or {}).get("measured") or (verify.get("latency") or {}).get("measured") or {}
+        ms, within = bundle_latency(meta)
+        if ms is None:
+            ms, within = bundle_latency(verify)
         predicted = meta.get("predicted") or {}
         sid = (predicted.get("row") or {}).get("search_id")
         budget = budget_of(search, device)
-        ms = lat.get("corrected_ms")
-        over = bool(budget is not None and ms is not None and ms > budget)
+        # the bundle's own judgement by the search's rule; a bare comparison for bundles without one
+        over = within is False if within is not None else bool(budget is not None and ms is not None and ms > budget)
         status = meta.get("status") or verify.get("status") or "unknown"
         if verify and not verify.get("passed", True):
             status = "failed"

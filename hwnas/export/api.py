@@ -44,6 +44,7 @@ import numpy as np
 
 from hwnas.accuracy.precision import precision_accuracy
 from hwnas.errors import DeviceError, HwnasError, InputError
+from hwnas.export.budget import judge_latency, search_verification
 from hwnas.export.manifest import (VERIFY_JSON, check_destination, discard, publish, staging_dir,
                                    write_manifest)
 from hwnas.export.resolve import Candidate, pareto_members, resolve_subnet
@@ -391,10 +392,16 @@ class _Exporter:
             out["measured"] = stats.to_dict()
             if out["predicted_ms"]:
                 out["measured_over_predicted"] = stats.corrected_ms / out["predicted_ms"]
-            report.add({"name": "latency", "passed": True, "corrected_ms": stats.corrected_ms,
-                        "detail": f"latency {stats.corrected_ms:.3f} ms (drift-corrected, median "
-                                  f"{stats.median_ms:.3f} ms, n={stats.n}) on "
-                                  f"'{self.device.name}'"})
+            verified = search_verification(self.run, self.device.name, arch.id)
+            out.update(judge_latency(verified, stats, lambda: self._measuring().measure(arch.id, runner)))
+            budget = "" if out["within_budget"] is None else (
+                f"; {'within' if out['within_budget'] else 'over'} the search's {out['budget_ms']:.4g} ms budget "
+                f"by its rule ({out['decided_by']})")
+            report.add({"name": "latency", "passed": True, "corrected_ms": stats.corrected_ms, "ms": out["ms"],
+                        "within_budget": out["within_budget"],
+                        "detail": f"latency {out['ms']:.3f} ms ({out['source']}); export's check "
+                                  f"{stats.corrected_ms:.3f} ms (drift-corrected, median {stats.median_ms:.3f} ms, "
+                                  f"n={stats.n}) on '{self.device.name}'{budget}"})
         return out
 
     def _measuring(self) -> DeviceSession:

@@ -107,8 +107,13 @@ def baselines_summary(entries: list[dict[str, Any]]) -> str | None:
     if not timed:
         return None
     beaten = [e for e in timed if e["dominated_by"]]
+    faster = [e for e in timed if not e["dominated_by"] and str(e.get("note", "")).startswith("faster than every")]
+    inside = len(timed) - len(faster)
+    outside = (f"; {len(faster)} faster than every subnet of the front ({', '.join(e['name'] for e in faster)})"
+               if faster else "")
     if not beaten:
-        return f"the front beats none of {len(timed)} baselines at their measured latency"
+        return f"the front beats none of the {inside} baselines in its latency range{outside}"
     gains = [e["top1_gain"] for e in beaten]
-    return (f"the front beats {len(beaten)} of {len(timed)} baselines: a subnet at most as slow is "
-            f"{float(np.median(gains)):+.2f} points more accurate (median; {min(gains):+.2f} to {max(gains):+.2f})")
+    return (f"the front beats {len(beaten)} of the {inside} baselines in its latency range: a subnet at most as "
+            f"slow is {float(np.median(gains)):+.2f} points more accurate (median; {min(gains):+.2f} to "
+            f"{max(gains):+.2f}){outside}")

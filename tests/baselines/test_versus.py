@@ -60,7 +60,8 @@ def test_each_baseline_gets_the_fastest_measured_subnet_that_beats_it(setup):
     assert by["tiny"]["dominated_by"] is None and "faster than every subnet" in by["tiny"]["note"]
     assert by["big"]["dominated_by"] is None  # nothing predicted that accurate: nothing spent on it
     assert s.calls["measure"] <= 2 and s.calls["top1"] <= 2
-    assert "beats 1 of 3 baselines" in baselines_summary(out)
+    assert "beats 1 of the 2 baselines in its latency range" in baselines_summary(out)
+    assert "1 faster than every subnet of the front (tiny)" in baselines_summary(out)
 
 
 def test_verified_subnets_are_reused_before_anything_is_measured(setup):

@@ -13,6 +13,7 @@ import streamlit as st
 
 from hwnas.dashboard import charts, data
 from hwnas.dashboard.views.common import MISSING, cached_zip, fmt_num, md, md_code, metrics, show_missing, table
+from hwnas.export.budget import bundle_latency
 from hwnas.export.bundle import bundle_arch
 
 ORDERS = ("top-1 (predicted), best first", "latency (predicted), fastest first", "exports first")
@@ -40,7 +41,7 @@ def _subnet_pool(files: data.RunFiles, front: data.RunFront) -> pd.DataFrame:
         rows.append({"id": arch.id, "source": "export only (not in the current pareto.csv)",
                      "top1_pred": pred.get("top1"), "measured_top1": data.bundle_top1(meta)[0],
                      "ms_pred": pred.get("latency_ms"),
-                     "measured_ms": ((meta.get("latency") or {}).get("measured") or {}).get("corrected_ms"),
+                     "measured_ms": bundle_latency(meta)[0],
                      "arch": list(arch.to_row()), "pick": False, "in_run": False, "macs": np.nan, "params": np.nan})
     measured = data.load_measurements(files)
     if not measured.empty:
