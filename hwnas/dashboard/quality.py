@@ -18,7 +18,7 @@ from hwnas.latency import metrics
 __all__ = ["HELD_OUT", "OUT_OF_FOLD", "IN_SAMPLE", "accuracy_error", "split_pairs", "pair_metrics",
            "latency_quality", "predictor_meta", "gene_importance"]
 
-HELD_OUT = "held-out"  # measured after the predictor was fitted
+HELD_OUT = "held-out"  # a subnet the predictor was not fitted on (its file lists the ids it was)
 OUT_OF_FOLD = "out-of-fold"  # trained it: predicted by the fold model that did not see it
 IN_SAMPLE = "training fit (in-sample)"  # trained it, predicted by the final model: optimistic
 
@@ -51,23 +51,25 @@ def accuracy_error(files: RunFiles, search: dict[str, Any] | None = None) -> dic
             "learning_curve": metrics.get("learning_curve") or [], "candidates": cands}
 
 
-def _fit_time(path: Path) -> pd.Timestamp | None:
-    return pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC") if path.exists() else None
+def fitted_ids(meta: dict[str, Any]) -> set[str] | None:
+    """The subnet ids a latency predictor was fitted on (its file records them), or None for a
+    predictor written before it did."""
+    ids = (meta.get("notes") or {}).get("fitted_on") if isinstance(meta, dict) else None
+    return {str(i) for i in ids} if isinstance(ids, list) else None
 
 
-def split_pairs(pairs: pd.DataFrame, fitted_at: pd.Timestamp | None) -> pd.DataFrame:
-    """Label each measured subnet `out-of-fold` (measured before the predictor was fitted, so it
-    trained it) or `held-out` (measured afterwards: by a search's verification or an export)."""
+def split_pairs(pairs: pd.DataFrame, fitted: set[str] | None) -> pd.DataFrame:
+    """Label each measured subnet `out-of-fold` (the predictor was fitted on it) or `held-out`
+    (not among the ids it was fitted on: measured afterwards by a search's verification or an
+    export). Decided by the content of the predictor file, never by file times, so a copied run
+    (cp -r, rsync, git) shows the same figures; a predictor that records no ids has no held-out points."""
     df = pairs.copy()
     if df.empty:
         return df
-    if fitted_at is None or "measured_at" not in df.columns:
+    if fitted is None:
         df["split"] = OUT_OF_FOLD
         return df
-    when = pd.to_datetime(df["measured_at"], utc=True, errors="coerce")
-    first = when.groupby(df["key"]).transform("min")
-    # measured_at has one-second resolution: a row measured in the fit's own second trained it
-    df["split"] = np.where(first > fitted_at.floor("s"), HELD_OUT, OUT_OF_FOLD)
+    df["split"] = np.where(df["key"].astype(str).isin(fitted), OUT_OF_FOLD, HELD_OUT)
     return df
 
 
@@ -91,6 +93,13 @@ def pair_metrics(pairs: pd.DataFrame) -> pd.DataFrame:
         df = pairs[pairs["split"] != HELD_OUT]
         rows.append(_metrics_row(IN_SAMPLE, df["fit_ms"], df["measured_ms"]))
     return pd.DataFrame(rows)
+
+
+def _raw_meta(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text()).get("meta") or {}
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return {}
 
 
 def predictor_meta(files: RunFiles, device: str) -> dict[str, Any]:
@@ -128,7 +137,7 @@ def latency_quality(files: RunFiles, device: str) -> dict[str, Any]:
     from hwnas.latency import load_predictor
 
     predictor = load_predictor(path)
-    df = split_pairs(df, _fit_time(path))
+    df = split_pairs(df, fitted_ids(_raw_meta(path)))
     first = df.drop_duplicates("key")
     pairs = df.groupby("key", as_index=False, sort=False).agg(
         measured_ms=("corrected_ms", "median"), split=("split", "first"),

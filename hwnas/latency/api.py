@@ -331,8 +331,11 @@ def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | Non
     pred, report = fit_best(m, y, kinds=kinds, width_mult=width_mult, n_classes=n_classes,
                             base=_load_base(base), entries_lut=entries_lut, folds=folds, seed=seed,
                             device=device, target=target, family=family)
+    # which subnets it was fitted on, by id: every held-out figure is computed from this, not from file times
+    fitted_on = sorted(set(subnets["key"].astype(str))) if "key" in subnets.columns else None
     pred.meta.notes.update(run=str(run_dir), block_entries=0 if entries_lut is None else
-                           int(entries_lut.meta.notes.get("entries", 0)))
+                           int(entries_lut.meta.notes.get("entries", 0)),
+                           **({"fitted_on": fitted_on} if fitted_on is not None else {}))
     out = Path(out_json) if out_json is not None else RunFiles(Path(run_dir)).latency_predictor(device)
     pred.save(out)
     report["path"] = str(out)

@@ -25,11 +25,44 @@ def test_held_out_and_out_of_fold_points_are_separated():
                           "measured_ms": [1.0, 2.5, 3.0, 3.1],
                           "measured_at": ["2026-01-01T00:00:00+00:00", "2026-01-01T00:10:00+00:00",
                                           "2026-01-01T00:00:00+00:00", "2026-01-01T00:20:00+00:00"]})
-    split = split_pairs(pairs, pd.Timestamp("2026-01-01T00:05:00", tz="UTC"))
+    split = split_pairs(pairs, {"a", "c"})  # the ids the predictor file says it was fitted on
     assert list(split["split"]) == ["out-of-fold", "held-out", "out-of-fold", "out-of-fold"]
     m = pair_metrics(split).set_index("points")
     assert m.loc["held-out", "n"] == 1 and m.loc["held-out", "within ±10 %"] == 0
     assert m.loc["out-of-fold", "n"] == 3
+    assert set(split_pairs(pairs, None)["split"]) == {"out-of-fold"}  # an older file: no held-out claims
+
+
+def test_held_out_figures_are_the_same_for_a_run_copied_with_new_file_times(tmp_path, demo_run):
+    """cp -r gives every file a new mtime, cp -a keeps them: held-out comes from the predictor's own
+    record of the subnets it was fitted on, so the Predictor quality page shows the same figures."""
+    import os
+    import shutil
+
+    from hwnas.dashboard.quality import HELD_OUT, fitted_ids, latency_quality
+    from hwnas.latency.api import fit_from_run
+    from hwnas.profiling.store import MeasurementStore, read_measurements, stats_row
+    from hwnas.devices.stats import summarize
+    from hwnas.run import open_run
+
+    store = read_measurements(demo_run, device="cpu-ort", kind="subnet")
+    fit_from_run(demo_run, "cpu-ort", kinds=["analytic"], seed=0)
+    meta = json.loads((demo_run / "predictors" / "latency-cpu-ort.json").read_text())["meta"]
+    assert fitted_ids(meta) == set(store["key"].astype(str))
+    run = open_run(demo_run, create=False)
+    later = run.space.sample(3, np.random.default_rng(7))  # measured after the fit: held out
+    MeasurementStore(demo_run).append([stats_row("cpu-ort", "subnet", a.id, summarize([1.0, 1.01], warmup=1,
+                                                 device="cpu-ort", backend="x"), arch=a) for a in later])
+    figures = []
+    for how in ("copy", "copy2"):  # cp -r, cp -a
+        dst = tmp_path / how
+        shutil.copytree(demo_run, dst, copy_function=getattr(shutil, how))
+        if how == "copy2":
+            os.utime(dst / "predictors" / "latency-cpu-ort.json", (0, 0))  # older than every measurement
+        q = latency_quality(data.RunFiles(dst), "cpu-ort")
+        assert (q["pairs"]["split"] == HELD_OUT).sum() == 3
+        figures.append(q["metrics"].round(6).fillna(-1).to_dict())
+    assert figures[0] == figures[1]
 
 
 def test_front_and_hypervolume_are_the_search_librarys():

@@ -41,7 +41,7 @@ def _latency_quality(q: dict, device: str, pick: dict | None) -> None:
     pairs, by_split, cv = q["pairs"], q["metrics"].set_index("points"), q["cv"]
     held, oof = by_split.loc[HELD_OUT], by_split.loc[OUT_OF_FOLD]
     items = [(f"Held-out: within ±10 % (n={int(held['n'])})", fmt_num(held["within ±10 %"], ".0f", " %"),
-              "Subnets measured after the predictor was fitted (search verification, exports)."),
+              "Subnets the predictor was not fitted on (its file lists the ones it was): measured later by search verification or exports."),
              (f"Cross-validation: within ±10 % ({cv.get('folds', '?')}-fold out-of-fold, n={int(oof['n'])})",
               fmt_num(oof["within ±10 %"], ".0f", " %"),
               "The subnets it was fitted on, each predicted by the fold model that did not see it.")]
