@@ -11,6 +11,7 @@ import typer
 
 from hwnas.cli.app import DevicesOpt, app, console, err_console, make_table, seed_option
 from hwnas.errors import InputError
+from hwnas.search.risk import DEFAULT_CONFIDENCE
 
 
 def _algo_enum() -> type[Enum]:
@@ -63,6 +64,10 @@ def search_cmd(
                                                   "split and the best --top-k returned (default: 3 x --top-k)."),
     latency_margin: float = typer.Option(0.02, "--latency-margin", help="Accept a subnet only if measured ms x "
                                          "(1 + margin + 2 x its standard error) is within the budget."),
+    latency_confidence: float = typer.Option(DEFAULT_CONFIDENCE, "--latency-confidence", help="Search under an "
+                                             "upper bound of the predicted latency at this confidence (the "
+                                             "predictor's out-of-fold errors, split-conformal), so picks hold the "
+                                             "budget when first measured; 0: the point prediction."),
     accuracy_risk: float = typer.Option(1.0, "--accuracy-risk", help="Search on predicted top-1 minus this many "
                                         "sigmas of the predictor's uncertainty (0: the prediction alone)."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Write pareto.png (about 0.3-0.7 s)."),
@@ -95,6 +100,7 @@ def search_cmd(
         objectives=objectives_beyond(device, objective), max_macs=max_macs, max_params=max_params,
         population=population, generations=generations, n_trials=trials, accuracy_samples=accuracy_samples,
         accuracy_checks=accuracy_checks, latency_margin=latency_margin, accuracy_risk=accuracy_risk,
+        latency_confidence=latency_confidence,
         plot=plot, precision=precision, int8_samples=int8_samples, baselines=baselines)
     finetune = _finetune_settings(finetune_epochs, seed)
     with EventProgress(err_console) as bar:

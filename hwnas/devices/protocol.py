@@ -67,6 +67,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from hwnas.devices.base import Runner, one_line
+from hwnas.devices.protocol_settings import ProtocolSettings
 from hwnas.devices.stats import LatencyStats, summarize
 from hwnas.errors import DeviceError, HwnasError, InputError
 
@@ -76,10 +77,11 @@ ProgressFn = Callable[[int, int, str], None]  # progress(done, total, candidate_
 
 
 def _check(**values: float) -> None:
-    for name, value in values.items():
-        low = 1 if name in ("runs", "rounds", "ref_runs") else 0
-        if value < low:
-            raise InputError(f"{name} must be at least {low}, got {value}")
+    """The settings' bounds, defined once (`ProtocolSettings`): one line naming the first outside them."""
+    ProtocolSettings(**values)
+
+
+_DEFAULT = ProtocolSettings()
 
 
 def _timed_block(runner: Runner, prepared: object, runs: int, warmup_runs: int,
@@ -136,9 +138,11 @@ def measure(runner: Runner, *, runs: int = 30, warmup_runs: int = 10, warmup_s: 
     return summarize(samples, warmup=warm, rounds=1, **runner.how())
 
 
-def measure_many(runners: Mapping[str, Runner], reference: Runner, *, rounds: int = 15,
-                 runs: int = 10, warmup_runs: int = 5, warmup_s: float = 0.2, rewarm_runs: int = 2,
-                 ref_runs: int = 5, ref_warmup_runs: int = 2, seed: int = 0,
+def measure_many(runners: Mapping[str, Runner], reference: Runner, *, rounds: int = _DEFAULT.rounds,
+                 runs: int = _DEFAULT.runs, warmup_runs: int = _DEFAULT.warmup_runs,
+                 warmup_s: float = _DEFAULT.warmup_s, rewarm_runs: int = _DEFAULT.rewarm_runs,
+                 ref_runs: int = _DEFAULT.ref_runs, ref_warmup_runs: int = _DEFAULT.ref_warmup_runs,
+                 seed: int = _DEFAULT.seed,
                  anchor_ms: float | None = None, progress: ProgressFn | None = None
                  ) -> dict[str, LatencyStats]:
     """Time many loaded models with shuffled rounds and an interleaved reference (see above).

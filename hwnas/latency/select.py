@@ -117,10 +117,11 @@ def cross_val_predict(pred: LatencyPredictor, m: np.ndarray, y: np.ndarray, fold
 
 
 def cross_validate(candidates: Sequence[LatencyPredictor], archs: ArchLike, ms: Any,
-                   folds: int | None = None, seed: int = 0, losses: list[np.ndarray] | None = None
-                   ) -> list[dict[str, Any]]:
+                   folds: int | None = None, seed: int = 0, losses: list[np.ndarray] | None = None,
+                   residuals: list[np.ndarray] | None = None) -> list[dict[str, Any]]:
     """One report row per candidate: its description, params, out-of-fold metrics and fit time.
-    `losses`, when given, receives each reported candidate's per-row squared log errors."""
+    `losses`, when given, receives each reported candidate's per-row squared log errors;
+    `residuals` its per-row log(measured / predicted out-of-fold)."""
     if not candidates:
         raise InputError("no candidates to cross-validate")
     m = candidates[0].as_matrix(archs)
@@ -141,6 +142,8 @@ def cross_validate(candidates: Sequence[LatencyPredictor], archs: ArchLike, ms: 
                      "seconds": round(time.perf_counter() - t0, 3)})
         if losses is not None:
             losses.append(np.log(np.maximum(oof, 1e-12) / y) ** 2)
+        if residuals is not None:
+            residuals.append(np.log(y / np.maximum(oof, 1e-12)))
     if not rows:
         raise InputError(f"too few rows ({len(m)}) to cross-validate any candidate")
     return rows
@@ -198,7 +201,8 @@ def fit_best(archs: ArchLike, ms: Any, *, kinds: Iterable[str] | None = None, wi
         candidates = default_candidates(n, kinds=kinds, width_mult=width_mult, n_classes=n_classes,
                                         base=base, entries_lut=entries_lut, family=family, priors=priors)
     losses: list[np.ndarray] = []
-    rows = cross_validate(candidates, archs, ms, folds, seed, losses)
+    residuals: list[np.ndarray] = []
+    rows = cross_validate(candidates, archs, ms, folds, seed, losses, residuals)
     slopes: dict[int, float] = {}  # per prior: the slope of its plain rescale on every row
     for row in rows:
         cand = candidates[row["index"]]
@@ -208,14 +212,18 @@ def fit_best(archs: ArchLike, ms: Any, *, kinds: Iterable[str] | None = None, wi
                                    n_classes=cand.meta.n_classes, family=cand.meta.family)
                 slopes[id(cand.base)] = round(plain.fit(archs, ms).slope(), 4)
             row["prior_slope"] = slopes[id(cand.base)]
-    best = rows[choose(rows, np.stack(losses), criterion)]
+    pick = choose(rows, np.stack(losses), criterion)
+    best = rows[pick]
     chosen = candidates[best["index"]].clone().fit(archs, ms)
     n = chosen.meta.n_train
     report = {"criterion": criterion,
               "folds": min(n, folds or default_folds(n)), "seed": seed, "n_rows": n,
               "chosen": best["name"], "chosen_metrics": {k: best[k] for k in (
                   "within_5", "within_10", "rmse_ms", "mape", "rmse_log", "kendall_tau", "spearman_rho")},
-              "candidates": rows}
+              "candidates": rows,
+              # the chosen model's out-of-fold log(measured / predicted), sorted: what a search's
+              # latency bound at a stated confidence is the quantile of (`hwnas.search.risk`)
+              "oof_log_ratios": sorted(round(float(r), 6) for r in residuals[pick])}
     chosen.meta.cv = report
     chosen.meta.device = device or chosen.meta.device
     chosen.meta.target = target

@@ -41,6 +41,7 @@ from hwnas.search.problem import (TOP1, Batch, PredictorMissing, Problem, Search
                                   ms_key)
 from hwnas.search.settings import SearchSettings
 from hwnas.search.verify import Measure, Verification, acceptance_rule, device_measure, verify_candidates
+from hwnas.search.risk import latency_bound
 from hwnas.search.versus import baselines_summary, versus_baselines
 
 __all__ = ["ALGORITHMS", "PRECISIONS", "SearchHooks", "SearchResult", "SearchSettings", "run_search"]
@@ -162,12 +163,23 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
                                                                s.seed, s.devices_file, progress)
              for p in precs if p != "fp32"}
     goals = s.goals
-    problems = {p: Problem(run.space, accuracy, latency[p], budgets, objectives=goals.objectives,
-                           n_classes=run.n_classes, max_macs=s.max_macs, max_params=s.max_params,
-                           accuracy_risk=s.accuracy_risk, top1_drop=drops.get(p))
-                for p in precs}
+
+    def problem_of(p: str, limits: dict[str, float]) -> Problem:
+        return Problem(run.space, accuracy, latency[p], limits, objectives=goals.objectives,
+                       n_classes=run.n_classes, max_macs=s.max_macs, max_params=s.max_params,
+                       accuracy_risk=s.accuracy_risk, top1_drop=drops.get(p))
+
+    problems = {p: problem_of(p, budgets) for p in precs}
     fastest, skipped = _check_budgets(problems, variants)
     problems = {p: pr for p, pr in problems.items() if p not in skipped}
+    # judged against the budgets themselves; searched under the latency bound at s.latency_confidence
+    judged = problems
+    risk = {p: {d: latency_bound(latency[p][d], s.latency_confidence) for d in budgets} for p in problems}
+    if any(r["factor"] > 1.0 for by_device in risk.values() for r in by_device.values()):
+        for p, by_device in risk.items():
+            for d, r in by_device.items():  # never below the fastest subnet: then only the fastest fit
+                r["search_budget_ms"] = round(max(budgets[d] / r["factor"], problems[p].fastest(d)[0]), 6)
+        problems = {p: problem_of(p, {d: r["search_budget_ms"] for d, r in risk[p].items()}) for p in problems}
     problem = next(iter(problems.values()))  # objectives, reference point, budgets: the same for every precision
     t = time.perf_counter()
     for pr in problems.values():
@@ -220,7 +232,7 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
         order = guarded + [i for i in cand if i not in kept]
         checks = s.accuracy_checks or 3 * top_k
         measure = hooks.measure or device_measure(run, s.devices_file, s.protocol, progress)
-        ver = _verify(problems, table, prec_of, order, checks, measure, variants, s.max_measure, margin)
+        ver = _verify(judged, table, prec_of, order, checks, measure, variants, s.max_measure, margin)
         first = list(ver.measured)[:top_k]  # in candidate order: the predictor's own satisfaction
         first_try = sum(i in ver.accepted for i in first) / len(first) if first else None
         measure_top1(ver.accepted)
@@ -231,7 +243,7 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
     verify_s = time.perf_counter() - t
     # measured top-1 decides which of those that fit are returned, and their order
     chosen = sorted(ver.accepted, key=lambda i: -top1_measured[i])[:top_k] if s.verify else cand[:top_k]
-    front = _frame(problems, table, prec_of, on_front, ver.measured, chosen, run.n_classes, top1_measured,
+    front = _frame(judged, table, prec_of, on_front, ver.measured, chosen, run.n_classes, top1_measured,
                    variants)
     ref = problem.reference_point()
     metrics = {
@@ -264,6 +276,11 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
     doc = _report(problem, s, settings, metrics, best, ver, outcome, accuracy, verification)
     doc["settings"]["precision"] = s.precision
     doc["precision"] = precision_report(s.precision, precs, variants, drops, skipped, left_out)
+    doc["latency_risk"] = {"confidence": s.latency_confidence,
+                           "rule": "search: predicted_ms * factor <= budget_ms (factor: the predictor's out-of-fold "
+                                   "log(measured / predicted) at the confidence, split-conformal); verification: "
+                                   + acceptance_rule(margin),
+                           "by_precision": risk}
     doc["baselines"] = versus
     if versus:
         doc["baselines_summary"] = baselines_summary(versus)

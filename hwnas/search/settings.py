@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from hwnas.search.checks import SettingError, literal, one_of, positive_number, whole_number, within
 from hwnas.search.goals import Goals
 from hwnas.search.precision import PRECISIONS
+from hwnas.search.risk import DEFAULT_CONFIDENCE
 from hwnas.search.verify import DEFAULT_MARGIN
 
 __all__ = ["SearchSettings"]
@@ -32,6 +33,8 @@ class SearchSettings:
     `objectives`: top-1 and the first device's latency unless given (any of "top1",
     "ms:<device>", "macs", "params"); `max_macs` / `max_params`: limits besides the budgets.
     `accuracy_risk`: sigmas of the accuracy predictor's uncertainty the top-1 objective is lowered by.
+    `latency_confidence`: search under an upper bound of the predicted latency at this confidence
+    (`hwnas.search.risk`; 0: the point prediction); verification still judges the measurement.
     `accuracy_samples`: grow the run's accuracy table to this many subnets first (None: as it is).
     `verify`: measure the best candidates on the devices (`protocol`:
     `hwnas.profiling.protocol.ProtocolSettings`) until `accuracy_checks` (default 3 * top_k) hold
@@ -63,6 +66,8 @@ class SearchSettings:
     max_measure: int | None = None
     accuracy_checks: int | None = None
     latency_margin: float = DEFAULT_MARGIN
+    #: search under the latency predictor's upper bound at this confidence (0: the point prediction)
+    latency_confidence: float = DEFAULT_CONFIDENCE
     accuracy_risk: float = 1.0
     plot: bool = True
     precision: str = "fp32"
@@ -87,6 +92,7 @@ class SearchSettings:
         algorithm.check_parallel(self.workers, self.storage)
         within("latency_margin", self.latency_margin, 0.0, 0.5, " (a fraction: 0.02 is 2%)")
         within("accuracy_risk", self.accuracy_risk, 0, 10)
+        within("latency_confidence", self.latency_confidence, 0.0, 0.99, " (0: the point prediction; 0.9 is 90%)")
         self.goals  # objectives and limits against the devices
 
     @property

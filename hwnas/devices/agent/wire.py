@@ -29,6 +29,7 @@ from typing import Annotated, Any, Callable, ClassVar, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hwnas.devices.protocol_settings import ProtocolOptions
 from hwnas.errors import AgentError
 
 __all__ = [
@@ -75,28 +76,6 @@ class Blob(BaseModel):
     model_config = ConfigDict(extra="forbid")
     sha256: Sha256
     size: int = Field(ge=1)
-
-
-class ProtocolOptions(BaseModel):
-    """Keyword arguments of `protocol.measure` / `measure_many`. The bounds keep a request's
-    work finite; the agent's time limits (`server.AgentLimits`) are what stop one that is still
-    too slow. Unset fields keep the protocol's own defaults."""
-
-    model_config = ConfigDict(extra="forbid")
-    rounds: int | None = Field(None, ge=1, le=100)
-    runs: int | None = Field(None, ge=1, le=100_000)
-    warmup_runs: int | None = Field(None, ge=0, le=100_000)
-    warmup_s: float | None = Field(None, ge=0, le=600)
-    rewarm_runs: int | None = Field(None, ge=0, le=100_000)
-    ref_runs: int | None = Field(None, ge=1, le=100_000)
-    ref_warmup_runs: int | None = Field(None, ge=0, le=100_000)
-    seed: int | None = Field(None, ge=0, le=2**63 - 1)  # numpy's generators refuse negatives
-
-    #: the options `protocol.measure` (one model, R C R) accepts; the rest are measure_many's
-    SINGLE: ClassVar[frozenset[str]] = frozenset({"runs", "warmup_runs", "warmup_s", "seed"})
-
-    def kwargs(self) -> dict[str, Any]:
-        return self.model_dump(exclude_none=True)
 
 
 class MeasureRequest(BaseModel):

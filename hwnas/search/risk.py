@@ -1,0 +1,42 @@
+"""Latency risk at a stated confidence: the search constrains an upper bound of the predicted
+latency, not the point prediction.
+
+The bound is split-conformal on the latency predictor's own out-of-fold residuals (recorded at fit
+time: `meta.cv.oof_log_ratios`, log of measured over predicted): with n residuals, the
+ceil((n + 1) * confidence)-th smallest is a log-factor that a new subnet's measurement exceeds with
+probability at most 1 - confidence (for subnets like the profiled ones). The search looks for
+subnets whose prediction times that factor fits the budget; verification still judges the
+measurement against the budget itself. The factor never loosens a budget (at least 1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["latency_bound", "DEFAULT_CONFIDENCE"]
+
+DEFAULT_CONFIDENCE = 0.9
+
+
+def latency_bound(predictor: Any, confidence: float) -> dict[str, Any]:
+    """{confidence, n, log_ratio, factor, note}: the factor a prediction is multiplied by for the
+    budget check (1.0 when `confidence` is 0 or the predictor records no residuals)."""
+    residuals = np.asarray(((getattr(getattr(predictor, "meta", None), "cv", None) or {}).get("oof_log_ratios")
+                            or []), float)
+    residuals = residuals[np.isfinite(residuals)]
+    if confidence <= 0:
+        return {"confidence": 0.0, "n": int(len(residuals)), "factor": 1.0, "note": "point prediction"}
+    n = len(residuals)
+    if n == 0:
+        return {"confidence": confidence, "n": 0, "factor": 1.0,
+                "note": "the predictor records no out-of-fold residuals (refit it: hwnas latency fit)"}
+    rank = math.ceil((n + 1) * confidence)
+    if rank > n:  # too few residuals for this confidence: the largest one, said so
+        q, note = float(residuals.max()), f"{n} residuals are too few for {confidence:g}: the largest one"
+    else:
+        q, note = float(np.sort(residuals)[rank - 1]), "split-conformal quantile of out-of-fold residuals"
+    return {"confidence": confidence, "n": n, "log_ratio": q, "factor": max(1.0, math.exp(q)),
+            "note": note}
