@@ -41,7 +41,7 @@ from hwnas.search.problem import (TOP1, Batch, PredictorMissing, Problem, Search
                                   ms_key)
 from hwnas.search.settings import SearchSettings
 from hwnas.search.verify import Measure, Verification, acceptance_rule, device_measure, verify_candidates
-from hwnas.search.risk import latency_bound
+from hwnas.search.risk import latency_bound, typical_rel_se
 from hwnas.search.versus import baselines_summary, versus_baselines
 
 __all__ = ["ALGORITHMS", "PRECISIONS", "SearchHooks", "SearchResult", "SearchSettings", "run_search"]
@@ -175,10 +175,15 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
     # judged against the budgets themselves; searched under the latency bound at s.latency_confidence
     judged = problems
     risk = {p: {d: latency_bound(latency[p][d], s.latency_confidence) for d in budgets} for p in problems}
-    if any(r["factor"] > 1.0 for by_device in risk.values() for r in by_device.values()):
+    if s.latency_confidence > 0:
         for p, by_device in risk.items():
-            for d, r in by_device.items():  # never below the fastest subnet: then only the fastest fit
-                r["search_budget_ms"] = round(max(budgets[d] / r["factor"], problems[p].fastest(d)[0]), 6)
+            for d, r in by_device.items():
+                # what acceptance will add: the margin and two of this device's typical standard errors
+                r["typical_rel_se"] = typical_rel_se(run.run_dir, variants[p][d])
+                r["acceptance_factor"] = 1 + s.latency_margin + 2 * r["typical_rel_se"]
+                bound = budgets[d] / (r["factor"] * r["acceptance_factor"])
+                # never below the fastest subnet: then only the fastest fit
+                r["search_budget_ms"] = round(max(bound, problems[p].fastest(d)[0]), 6)
         problems = {p: problem_of(p, {d: r["search_budget_ms"] for d, r in risk[p].items()}) for p in problems}
     problem = next(iter(problems.values()))  # objectives, reference point, budgets: the same for every precision
     t = time.perf_counter()
@@ -277,9 +282,9 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
     doc["settings"]["precision"] = s.precision
     doc["precision"] = precision_report(s.precision, precs, variants, drops, skipped, left_out)
     doc["latency_risk"] = {"confidence": s.latency_confidence,
-                           "rule": "search: predicted_ms * factor <= budget_ms (factor: the predictor's out-of-fold "
-                                   "log(measured / predicted) at the confidence, split-conformal); verification: "
-                                   + acceptance_rule(margin),
+                           "rule": "search: predicted_ms * factor * (1 + margin + 2 * typical_rel_se) <= budget_ms "
+                                   "(factor: exp of the predictor's out-of-fold log(measured / predicted) at the "
+                                   "confidence, split-conformal); verification: " + acceptance_rule(margin),
                            "by_precision": risk}
     doc["baselines"] = versus
     if versus:

@@ -42,11 +42,12 @@ def _baseline_ms(run: Any, device: str, keys: list[str], devices_file: Any, prot
 def versus_baselines(run: Any, table: Batch, rows: Sequence[int], device: str, measured: dict[int, dict[str, float]],
                      top1_measured: dict[int, float], measure: Callable[[str, Sequence[Any]], Any],
                      measure_top1: Callable[[list[int]], None], margin: float, *, devices_file: Any = None,
-                     protocol: Any = None, tries: int = 2) -> list[dict[str, Any]]:
+                     protocol: Any = None, tries: int = 2, most: int = 6) -> list[dict[str, Any]]:
     """One entry per baseline of the run (see the module doc). `rows`: the table's rows that may
     stand against a baseline (fp32 front members); `measured` and `top1_measured` are the
     verification's, and grow with what is measured here; `measure_top1(rows)` evaluates rows
-    into `top1_measured`."""
+    into `top1_measured`. At most `tries` rows are measured per baseline and `most` in all (a
+    test-split evaluation costs seconds to minutes)."""
     from hwnas.baselines import profile_key, run_baselines
     from hwnas.search.verify import _measured
 
@@ -58,7 +59,7 @@ def versus_baselines(run: Any, table: Batch, rows: Sequence[int], device: str, m
     archs = run.space.from_matrix(table.m)
     pred_ms, pred_top1 = table.cols[ms_key(device)], table.cols[TOP1]
     fastest_pred = float(pred_ms[list(rows)].min()) if len(rows) else float("inf")
-    out = []
+    out, spent = [], 0
     for b in baselines:
         key = profile_key(b["name"], b["resolution"])
         entry = {"name": b["name"], "resolution": b["resolution"], "epochs": b["epochs"], "top1": b["top1"],
@@ -81,9 +82,9 @@ def versus_baselines(run: Any, table: Batch, rows: Sequence[int], device: str, m
             shortlist = sorted((i for i in rows if pred_ms[i] * (1 + margin) <= limit and pred_top1[i] >= b["top1"]
                                 and i not in measured), key=lambda i: -pred_top1[i])
             for i in shortlist:
-                if tried >= tries:
+                if tried >= tries or spent >= most:
                     break
-                tried += 1
+                tried, spent = tried + 1, spent + 1
                 ms = float(_measured(measure(device, [archs[i]]))[0][0])
                 measured[i] = {device: ms}
                 if ms * (1 + margin) <= limit:
@@ -111,6 +112,9 @@ def baselines_summary(entries: list[dict[str, Any]]) -> str | None:
     inside = len(timed) - len(faster)
     outside = (f"; {len(faster)} faster than every subnet of the front ({', '.join(e['name'] for e in faster)})"
                if faster else "")
+    if not inside:
+        return (f"all {len(faster)} baselines are faster than every subnet of the front "
+                f"({', '.join(e['name'] for e in faster)}): none to compare at equal latency")
     if not beaten:
         return f"the front beats none of the {inside} baselines in its latency range{outside}"
     gains = [e["top1_gain"] for e in beaten]

@@ -1,0 +1,92 @@
+"""Budgets that hold when first measured: searches with and without the latency bound.
+
+On a profiled run (e.g. a quickstart's), for each budget (a fraction of the way from the fastest to
+the slowest profiled subnet), seed and latency confidence (0: the point prediction), one search
+with verification on a fresh copy of the run (so no configuration reuses another's measurements):
+the share of the first top-k measured that held the budget (`first_try_within_budget`), the
+measurements spent per returned subnet, and the returned subnets' measured top-1 and latency.
+
+    .venv/bin/python experiments/bench_latency_risk.py --run runs/quickstart                 # 5 x 3
+    .venv/bin/python experiments/bench_latency_risk.py --run runs/quickstart --quick         # 2 x 1
+
+Writes experiments/results/latency_risk.json (or --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from hwnas.fileio import atomic_write_json
+from hwnas.profiling.store import read_measurements
+from hwnas.search import SearchSettings, run_search
+
+ROOT = Path(__file__).resolve().parent
+
+
+def one(run: Path, device: str, budget: float, seed: int, confidence: float, top_k: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="hwnas-risk-") as tmp:
+        copy = Path(tmp) / "run"
+        shutil.copytree(run, copy, ignore=shutil.ignore_patterns("exports", "optuna.journal*", ".locks"))
+        res = run_search(copy, SearchSettings(device, budget, pareto=True, top_k=top_k, seed=seed,
+                                              latency_confidence=confidence, baselines=False, plot=False))
+        m = res.metrics
+        best = res.best
+        return {"budget_ms": budget, "seed": seed, "confidence": confidence,
+                "first_try_within_budget": m["first_try_within_budget"], "measured": m["measured"],
+                "returned": len(best), "measured_per_returned": m["measured"] / len(best) if best else None,
+                "best_measured_top1": best[0]["measured_top1"] if best else None,
+                "best_measured_ms": best[0]["measured_ms"][device] if best else None,
+                "returned_over_budget": sum(b["measured_ms"][device] > budget for b in best),
+                "factor": json.loads((copy / "search.json").read_text())["latency_risk"]["by_precision"]["fp32"][device]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", type=Path, required=True)
+    ap.add_argument("--device", default="cpu-ort")
+    ap.add_argument("--fractions", type=float, nargs="+", default=[0.25, 0.35, 0.45, 0.55, 0.7])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--confidences", type=float, nargs="+", default=[0.0, 0.95])
+    ap.add_argument("--top-k", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="budgets at 0.25 and 0.4 of the range, one seed")
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "latency_risk.json")
+    args = ap.parse_args()
+    fractions, seeds = ([0.25, 0.4], 1) if args.quick else (args.fractions, args.seeds)
+    ms = read_measurements(args.run, device=args.device, kind="subnet")["corrected_ms"]
+    lo, hi = float(ms.min()), float(ms.max())
+    rows = []
+    for f in fractions:
+        for seed in range(seeds):
+            for c in args.confidences:
+                row = one(args.run, args.device, round(lo + f * (hi - lo), 3), seed, c, args.top_k)
+                row["fraction"] = f
+                rows.append(row)
+                print(json.dumps({k: row[k] for k in ("fraction", "seed", "confidence", "first_try_within_budget",
+                                                      "measured", "returned", "best_measured_top1",
+                                                      "best_measured_ms")}), flush=True)
+    summary = {}
+    for c in args.confidences:
+        mine = [r for r in rows if r["confidence"] == c]
+        ft = [r["first_try_within_budget"] for r in mine if r["first_try_within_budget"] is not None]
+        top1 = [r["best_measured_top1"] for r in mine if r["best_measured_top1"] is not None]
+        per = [r["measured_per_returned"] for r in mine if r["measured_per_returned"] is not None]
+        summary[str(c)] = {"searches": len(mine), "first_try_within_budget_mean": statistics.mean(ft) if ft else None,
+                           "first_try_all_held": sum(v == 1.0 for v in ft), "measured_per_returned_median":
+                           statistics.median(per) if per else None,
+                           "best_measured_top1_mean": statistics.mean(top1) if top1 else None}
+    atomic_write_json(args.out, {"benchmark": "first-measured picks within budget, with and without the latency bound",
+                                 "command": "python " + " ".join(sys.argv), "run": str(args.run), "device": args.device,
+                                 "profiled_range_ms": [lo, hi], "machine": platform.platform(),
+                                 "summary": summary, "rows": rows})
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
