@@ -73,6 +73,7 @@ def train_baseline(name: str, resolution: int, loaders: Any, recipe: BaselineRec
     from hwnas.supernet.bn import evaluate
     from hwnas.supernet.finetune import FinetuneSettings, train_alone
 
+    loaders.require_split("test")
     if loaders.train.batch_size != recipe.batch_size:
         raise InputError(f"the recipe trains batches of {recipe.batch_size}; the loader gives "
                          f"{loaders.train.batch_size}")

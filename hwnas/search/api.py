@@ -176,15 +176,20 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
     judged = problems
     risk = {p: {d: latency_bound(latency[p][d], s.latency_confidence) for d in budgets} for p in problems}
     if s.latency_confidence > 0:
-        for p, by_device in risk.items():
-            for d, r in by_device.items():
+        search_budgets = {}
+        for d in budgets:  # one search budget per device, the most cautious of its precisions'
+            for p in problems:
+                r = risk[p][d]
                 # what acceptance will add: the margin and two of this device's typical standard errors
-                r["typical_rel_se"] = typical_rel_se(run.run_dir, variants[p][d])
+                r["typical_rel_se"] = typical_rel_se(run.run_dir, variants[p][d], latency[p][d])
                 r["acceptance_factor"] = 1 + s.latency_margin + 2 * r["typical_rel_se"]
-                bound = budgets[d] / (r["factor"] * r["acceptance_factor"])
-                # never below the fastest subnet: then only the fastest fit
-                r["search_budget_ms"] = round(max(bound, problems[p].fastest(d)[0]), 6)
-        problems = {p: problem_of(p, {d: r["search_budget_ms"] for d, r in risk[p].items()}) for p in problems}
+            bound = budgets[d] / max(risk[p][d]["factor"] * risk[p][d]["acceptance_factor"] for p in problems)
+            # never below the fastest subnet: then only the fastest fit
+            search_budgets[d] = round(max(bound, min(pr.fastest(d)[0] for pr in problems.values())), 6)
+        for p in problems:
+            for d in budgets:
+                risk[p][d]["search_budget_ms"] = search_budgets[d]
+        problems = {p: problem_of(p, search_budgets) for p in problems}
     problem = next(iter(problems.values()))  # objectives, reference point, budgets: the same for every precision
     t = time.perf_counter()
     for pr in problems.values():
@@ -250,7 +255,7 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
     chosen = sorted(ver.accepted, key=lambda i: -top1_measured[i])[:top_k] if s.verify else cand[:top_k]
     front = _frame(judged, table, prec_of, on_front, ver.measured, chosen, run.n_classes, top1_measured,
                    variants)
-    ref = problem.reference_point()
+    ref = next(iter(judged.values())).reference_point()  # the budgets' own, as the dashboard recomputes it
     metrics = {
         "hypervolume": hypervolume(problem.loss(table.take(np.flatnonzero(on_front))), ref),
         "reference_point": ref.tolist(), "objectives": list(problem.objectives),

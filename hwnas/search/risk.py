@@ -47,14 +47,19 @@ def latency_bound(predictor: Any, confidence: float) -> dict[str, Any]:
             "note": note}
 
 
-def typical_rel_se(run_dir: Any, device: str) -> float:
+def typical_rel_se(run_dir: Any, device: str, predictor: Any = None) -> float:
     """The median relative standard error of the device's profiled subnet measurements (0 when
-    none): what verification's acceptance rule will add to a measurement, known before it."""
+    none): what verification's acceptance rule will add to a measurement, known before it. Over
+    the subnets `predictor` was fitted on when it records them, so a rerun of the same search
+    (whose verification added measurements) computes the same bound."""
     from hwnas.profiling.store import read_measurements
 
     df = read_measurements(run_dir, device=device, kind="subnet")
     if df.empty or "rel_se" not in df.columns:
         return 0.0
+    fitted = (getattr(getattr(predictor, "meta", None), "notes", None) or {}).get("fitted_on")
+    if isinstance(fitted, list) and fitted:
+        df = df[df["key"].astype(str).isin({str(i) for i in fitted})]
     se = df["rel_se"].astype(float)
     se = se[np.isfinite(se)]
     return float(se.median()) if len(se) else 0.0

@@ -24,7 +24,7 @@ Sources (nothing is ever downloaded):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence, get_args
 
@@ -182,6 +182,15 @@ class Loaders:
     dataset: str
     image_size: int  # base size of the images the loaders yield
     augment: Augment = Augment()  # what training applies to its batches (`Augment`)
+    empty: dict[str, str] = field(default_factory=dict)  # split -> why it holds no image (`require_split`)
+
+    def require_split(self, split: str) -> None:
+        """One line, before anything slow, when `split` holds no image (a stage that trains or
+        reports on it needs it): why, and how to get one."""
+        if split in self.empty:
+            raise InputError(self.empty[split])
+        if len(getattr(self, split).dataset) == 0:
+            raise InputError(f"the {split} split holds no image; lower the other splits' fractions or add images")
 
 
 # -- per-batch resolution ---------------------------------------------------------------------
@@ -321,6 +330,7 @@ class _Splits:
     std: tuple[float, ...]
     image_size: int
     augment: Augment = Augment()
+    empty: dict[str, str] = field(default_factory=dict)  # split -> why it holds no image
 
 
 def _array_splits(images: torch.Tensor, labels: torch.Tensor, class_names: list[str],
@@ -453,6 +463,7 @@ def _imagefolder(cfg: DataConfig) -> _Splits:
         raise InputError(f"image folder {base} has {len(classes)} class; a classifier needs at least 2 "
                          "(one subfolder per class)")
     labels = _LabelMap.between(classes, cfg.classes, base)
+    empty: dict[str, str] = {}
     if val_dir is not None:
         tr, val = np.arange(len(train_src)), _checked_folder(val_dir, eval_tf, classes, cfg)
     else:  # hold out part of the training images for validation
@@ -462,16 +473,16 @@ def _imagefolder(cfg: DataConfig) -> _Splits:
         tr, va, te = stratified_split(train_src.targets, fraction,
                                       0.0 if test_dir else cfg.test_fraction, cfg.seed)
         if len(va) == 0:
-            raise _too_small("validation", base, train_src.targets, classes, fraction)
+            empty["val"] = str(_too_small("validation", base, train_src.targets, classes, fraction))
         if test_dir is None and cfg.test_fraction > 0 and len(te) == 0:
-            raise _too_small("test", base, train_src.targets, classes, cfg.test_fraction)
+            empty["test"] = str(_too_small("test", base, train_src.targets, classes, cfg.test_fraction))
         val = Subset(eval_src, va.tolist())
     test = _checked_folder(test_dir, eval_tf, classes, cfg) if test_dir else Subset(eval_src, te.tolist())
     for ds in {id(d): d for d in (train_src, eval_src, val, test)}.values():
         if hasattr(ds, "target_transform"):
             ds.target_transform = labels
     return _Splits(Subset(train_src, tr.tolist()), val, test, labels.names,
-                   _IMAGENET_MEAN, _IMAGENET_STD, cfg.image_size)
+                   _IMAGENET_MEAN, _IMAGENET_STD, cfg.image_size, empty=empty)
 
 
 class _LabelMap:
@@ -532,7 +543,7 @@ def build_loaders(cfg: DataConfig | None = None) -> Loaders:
     return Loaders(loader(splits.train, True), loader(splits.val, False), loader(splits.test, False),
                    n_classes=len(splits.class_names), class_names=splits.class_names,
                    mean=tuple(splits.mean), std=tuple(splits.std),  # type: ignore[arg-type]
-                   dataset=cfg.name, image_size=splits.image_size, augment=splits.augment)
+                   dataset=cfg.name, image_size=splits.image_size, augment=splits.augment, empty=dict(splits.empty))
 
 
 # BatchNorm recalibration runs BN in training mode, so every layer normalises with its *batch's*

@@ -127,6 +127,8 @@ def _finetune(run: Any, arch: Any, settings: FinetuneSettings, data: Any,
     model, meta = load_supernet(run.supernet)
     data_cfg = data_config_of(meta, data if data is not None else run.data)
     loaders = build_loaders(data_cfg.model_copy(update={"batch_size": settings.batch_size}))
+    for split in ("val", "test"):  # top-1 before and after on both
+        loaders.require_split(split)
     n_train = len(loaders.train.dataset)
     if n_train < 2:
         raise InputError(f"the training split has {n_train} image(s); fine-tuning needs at least 2")

@@ -356,6 +356,7 @@ def _train_supernet(cfg: TrainConfig, out: Path,
     space = cfg.search_space()
     phases = build_phases(cfg)
     loaders = build_loaders(cfg.data)
+    loaders.require_split("val")  # every epoch reports on it: refused now, not after the first epoch
     calib = calibration_loader(loaders.train, n_images=cfg.bn_batches * cfg.data.batch_size, seed=cfg.seed)
     family = get_family(cfg.family)
     model = family.supernet_for(space, loaders.n_classes, cfg.dropout).to(device)

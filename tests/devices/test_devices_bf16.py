@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from runtime_helpers import openvino_or_skip
 import torch
 
 from hwnas.devices import get_backend, get_device, list_devices, load_devices
@@ -18,7 +19,7 @@ BF16 = "cpu-openvino-bf16"
 
 
 def _openvino():
-    return pytest.importorskip("openvino", reason="OpenVINO is not installed")
+    return openvino_or_skip()
 
 
 def _usable(name: str, devices_file=None):

@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+from runtime_helpers import openvino_or_skip
 
 from hwnas.errors import DeviceError
 from hwnas.export import VerificationError, export_subnet, load
@@ -85,7 +86,7 @@ def test_a_bf16_drop_over_the_limit_fails_the_bundle_with_one_reason(trained_exp
 def test_without_bf16_export_refuses_in_one_line(export_run, monkeypatch):
     from hwnas.devices import openvino_backend
 
-    pytest.importorskip("openvino", reason="OpenVINO is not installed")
+    openvino_or_skip()
     monkeypatch.setattr(openvino_backend, "plugin_capabilities", lambda target: ("FP32", "INT8"))
     run, archs = export_run
     with pytest.raises(DeviceError) as err:

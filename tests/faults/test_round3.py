@@ -374,9 +374,21 @@ def test_a_damaged_image_is_one_line_naming_it_before_training(tmp_path, damage)
 
 
 def test_classes_too_small_for_a_validation_split_are_refused_before_training(tmp_path):
+    """3 images a class at 10 %: no validation image. `hwnas train` says so before its first epoch
+    (it trained a whole one before); evaluating the test split alone still works."""
+    import subprocess
+    import sys
+
     root = _images(tmp_path / "small", classes=("a", "b", "c"), n=3)
-    message = _refused(root, val_fraction=0.1, test_fraction=0.1)
-    assert "no images left for the validation split" in message and "has 3 image(s)" in message
+    proc = subprocess.run([sys.executable, "-m", "hwnas", "train", "--data", f"imagefolder:{root}", "--out",
+                           str(tmp_path / "out"), "--set", "data.batch_size=2", "--set", "data.image_size=20",
+                           "--set", "max_steps_per_epoch=1"], capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "no images left for the validation split" in lines[0] and "has 3 image(s)" in lines[0]
+    assert not list((tmp_path / "out").glob("*.safetensors"))  # no epoch was trained
+    loaders = _loaders(root, val_fraction=0.1, test_fraction=0.4)
+    assert len(loaders.test.dataset) and "val" in loaders.empty
 
 
 # -- item 10: a gzip bomb as an idx file ---------------------------------------------------------
