@@ -149,7 +149,8 @@ def _from_keywords(device: str | Sequence[str], latency_ms: float | Sequence[flo
             progress, hooks or given)
 
 
-def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHooks) -> SearchResult:
+def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHooks,
+            fallback: str | None = None) -> SearchResult:
     t0 = time.perf_counter()
     run_dir = run.run_dir
     budgets, devices = s.budgets, s.devices
@@ -214,7 +215,16 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
     split["bookkeeping_s"] = round(max(search_s - sum(split.values()), 0.0), 4)
     archive = Batch.concat(archives, width=archives[0].m.shape[1])
     outcome = _merged_outcome(outcomes, archive)
-    feasible, table, on_front, cand = _candidates(problem, archive, s.pareto, s.top_k, fastest)
+    try:
+        feasible, table, on_front, cand = _candidates(problem, archive, s.pareto, s.top_k, fastest)
+    except BudgetError:
+        if problems is judged:
+            raise
+        # the bound left no subnet the search could find: search on point predictions, and say so
+        return _search(run, s.replace(latency_confidence=0.0), progress, hooks, fallback=(
+            f"no subnet found under the latency bound at {s.latency_confidence:g} "
+            f"({_budget_text({d: r['search_budget_ms'] for d, r in next(iter(risk.values())).items()})}); "
+            "searched on the point predictions instead"))
     prec_of = _precision_of(table)
 
     t = time.perf_counter()
@@ -290,7 +300,7 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
                            "rule": "search: predicted_ms * factor * (1 + margin + 2 * typical_rel_se) <= budget_ms "
                                    "(factor: exp of the predictor's out-of-fold log(measured / predicted) at the "
                                    "confidence, split-conformal); verification: " + acceptance_rule(margin),
-                           "by_precision": risk}
+                           "by_precision": risk, **({"note": fallback} if fallback else {})}
     doc["baselines"] = versus
     if versus:
         doc["baselines_summary"] = baselines_summary(versus)

@@ -41,3 +41,29 @@ def test_a_fitted_predictor_records_its_out_of_fold_residuals():
     pred, report = fit_best(archs, ms, kinds=["analytic"], n_classes=10, priors=())
     r = report["oof_log_ratios"]
     assert len(r) == 30 and r == sorted(r) and pred.meta.cv["oof_log_ratios"] == r
+
+
+def test_a_bound_that_leaves_no_subnet_falls_back_to_the_point_predictions(tiny_supernet, tmp_path):
+    """A predictor whose residuals say it runs 10x slow: the bound asks for less than the fastest
+    subnet; the search then runs on point predictions and search.json says so."""
+    import json
+
+    from search_stubs import fit_stub_predictors
+
+    from hwnas.latency import load_predictor
+    from hwnas.run import open_run
+    from hwnas.search.api import run_search
+    from hwnas.search.problem import latency_predictor_path
+
+    run = open_run(tmp_path / "run", tiny_supernet)
+    lat, budget = fit_stub_predictors(run, "cpu-ort")
+    path = latency_predictor_path(run.run_dir, "cpu-ort")
+    doc = json.loads(path.read_text())
+    doc["meta"]["cv"] = {"oof_log_ratios": [float(np.log(10.0))] * 40}
+    path.write_text(json.dumps(doc))
+    assert load_predictor(path).meta.cv["oof_log_ratios"]
+    fastest = float(np.min(lat.predict(run.space.to_matrix(run.space.sample(2000, np.random.default_rng(0))))))
+    res = run_search(run.run_dir, "cpu-ort", fastest * 1.05, pareto=True, verify=False, plot=False,
+                     population=20, generations=4)
+    risk = json.loads((run.run_dir / "search.json").read_text())["latency_risk"]
+    assert res.front["on_front"].any() and risk["confidence"] == 0.0 and "point predictions" in risk["note"]
