@@ -5,7 +5,6 @@ never as the in-sample fit."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -95,13 +94,6 @@ def pair_metrics(pairs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _raw_meta(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text()).get("meta") or {}
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return {}
-
-
 def predictor_meta(files: RunFiles, device: str) -> dict[str, Any]:
     """The latency predictor file's `meta` (its fit report under ``cv``), {} when unreadable."""
     try:
@@ -137,7 +129,8 @@ def latency_quality(files: RunFiles, device: str) -> dict[str, Any]:
     from hwnas.latency import load_predictor
 
     predictor = load_predictor(path)
-    df = split_pairs(df, fitted_ids(_raw_meta(path)))
+    meta = predictor_meta(files, device)
+    df = split_pairs(df, fitted_ids(meta))
     first = df.drop_duplicates("key")
     pairs = df.groupby("key", as_index=False, sort=False).agg(
         measured_ms=("corrected_ms", "median"), split=("split", "first"),
@@ -146,7 +139,6 @@ def latency_quality(files: RunFiles, device: str) -> dict[str, Any]:
     codes = arch_codes(files, first)
     pairs["fit_ms"] = np.asarray(predictor.predict(codes), float)
     pairs["predicted_ms"] = pairs["fit_ms"]
-    meta = predictor_meta(files, device)
     cv = meta.get("cv") or {}
     trained = (pairs["split"] == OUT_OF_FOLD).to_numpy()
     oof = _out_of_fold(predictor, codes[trained], pairs.loc[trained, "measured_ms"].to_numpy(float), cv)

@@ -71,22 +71,26 @@ def _bounded() -> Iterator[None]:
         yield
 
 
-def _check_image(path: Path) -> str | None:
-    """None when `path` decodes to an image of at most MAX_PIXELS, else why not."""
+def _decode(path: str | Path, check: bool = False) -> tuple[Any, str | None]:
+    """(the RGB image, None), or (None, why not) for a file that does not decode or has more than
+    MAX_PIXELS. `check`: only whether it decodes ((None, None) when it does), a JPEG at 1/8 scale
+    (every byte read, 1/64 the pixels)."""
     from PIL import Image
 
     try:
         with _bounded(), Image.open(path) as img:
             w, h = img.size
             if w * h > MAX_PIXELS:
-                return f"{w} x {h} pixels is more than {MAX_PIXELS:,}"
-            img.draft(img.mode, (max(1, w // 8), max(1, h // 8)))  # JPEG: every byte read, 1/64 the pixels
-            img.load()
+                return None, f"{w} x {h} pixels is more than {MAX_PIXELS:,}"
+            if check:
+                img.draft(img.mode, (max(1, w // 8), max(1, h // 8)))
+                img.load()
+                return None, None
+            return img.convert("RGB"), None
     except Image.DecompressionBombError:
-        return f"more than {MAX_PIXELS:,} pixels"
+        return None, f"more than {MAX_PIXELS:,} pixels"
     except (OSError, SyntaxError, ValueError) as err:
-        return str(err).splitlines()[0] if str(err) else type(err).__name__
-    return None
+        return None, str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
 class ImageFiles:
@@ -141,7 +145,7 @@ class ImageFiles:
     def _checked(self, samples: list[tuple[str, int]], bad_images: BadImages) -> list[tuple[str, int]]:
         good, bad = [], []
         for path, label in samples:
-            why = _check_image(Path(path))
+            why = _decode(path, check=True)[1]
             if why is None:
                 good.append((path, label))
             elif bad_images == "refuse":
@@ -161,18 +165,8 @@ class ImageFiles:
         return len(self.samples)
 
     def __getitem__(self, index: int) -> tuple[Any, int]:
-        from PIL import Image
-
         path, label = self.samples[index]
-        why = None
-        try:
-            with _bounded(), Image.open(path) as img:
-                if img.size[0] * img.size[1] > MAX_PIXELS:
-                    why = f"more than {MAX_PIXELS:,} pixels"
-                else:
-                    image = img.convert("RGB")
-        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
-            why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        image, why = _decode(path)
         if why is not None:  # changed since it was checked
             raise InputError(f"image {path} is not a usable image any more ({why}); remove or replace it")
         if self.transform is not None:
