@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from hwnas.cli.app import app, console, err_console, make_table
-from hwnas.cli.search import top1_text
+from hwnas.cli.search import accuracy_checks_text, top1_text
 from hwnas.errors import InputError
 
 
@@ -59,6 +59,19 @@ def _print_quickstart(res) -> None:
     if acc.get("oof"):
         summary.add_row("accuracy predictor", escape(f"{acc['chosen']['name']}") + f" (out-of-fold on {acc['table_rows']} subnets: "
                         f"MAE {acc['oof']['mae']:.2f} pts, Kendall tau {acc['oof']['kendall_tau']:.2f})")
+    checks = res.search.accuracy_checks if res.search is not None else None
+    if checks:
+        summary.add_row("accuracy, held-out", accuracy_checks_text(checks))
+    from hwnas.latency.trust import trust_warning
+
+    trust = (res.search.latency_trust or {}).get(s.device) if res.search is not None else None
+    if trust:
+        tau = "-" if trust["kendall_tau"] is None else f"{trust['kendall_tau']:.2f}"
+        summary.add_row("latency, held-out", f"{trust['n']} subnets measured after the fit: "
+                        f"{100 * trust['within_10']:.0f}% within ±10%, Kendall tau {tau}"
+                        + (" - POOR: " + trust_warning(s.device, trust) if trust["poor"] else ""))
+    if res.search is not None and res.search.tie:
+        summary.add_row("tie", res.search.tie["message"])
     summary.add_row("budget", f"{res.budget_ms} ms (accepted: measured x (1 + margin + 2 SE) within it)")
     if res.search is not None and res.search.best:
         b = res.search.best[min(res.shipped, len(res.search.best) - 1)]

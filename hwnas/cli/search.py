@@ -50,11 +50,17 @@ def search_cmd(
     population: Optional[int] = typer.Option(None, "--population", help="evolution/nsga2/optuna-nsga2: "
                                              "subnets per generation (default 100)."),
     trials: Optional[int] = typer.Option(None, "--trials", help="optuna-*/random: predictor calls."),
-    objective: list[str] = typer.Option([], "--objective", help="Extra objectives: ms:<device>, macs, params."),
+    objective: list[str] = typer.Option([], "--objective", help="Extra objectives: ms:<device>, macs, params, "
+                                        "ram (ram_kb), flash (flash_kb)."),
     max_macs: Optional[float] = typer.Option(None, "--max-macs", help="Accept only subnets with at most "
                                              "this many multiply-accumulates (e.g. 3e8)."),
     max_params: Optional[float] = typer.Option(None, "--max-params", help="Accept only subnets with at most "
                                                "this many parameters (e.g. 5e6)."),
+    max_ram_kb: Optional[float] = typer.Option(None, "--max-ram-kb", help="Accept only subnets whose activation "
+                                               "arena (what a memory-planned ExecuTorch program reserves at batch "
+                                               "1, at --precision) is at most this many kB (1 kB = 1024 bytes)."),
+    max_flash_kb: Optional[float] = typer.Option(None, "--max-flash-kb", help="Accept only subnets whose weights "
+                                                 "take at most this many kB at --precision."),
     accuracy_samples: Optional[int] = typer.Option(None, "--accuracy-samples", help="Grow the run's accuracy "
                                                    "table to this many subnets first (each one evaluated on "
                                                    "the validation split: seconds to minutes apiece). Default: "
@@ -98,6 +104,7 @@ def search_cmd(
         tuple(device), tuple(latency_ms), algo=algo.value, pareto=pareto, workers=workers, storage=storage,
         top_k=top_k, seed=seed, verify=verify, devices_file=devices_file,
         objectives=objectives_beyond(device, objective), max_macs=max_macs, max_params=max_params,
+        max_ram_kb=max_ram_kb, max_flash_kb=max_flash_kb,
         population=population, generations=generations, n_trials=trials, accuracy_samples=accuracy_samples,
         accuracy_checks=accuracy_checks, latency_margin=latency_margin, accuracy_risk=accuracy_risk,
         latency_confidence=latency_confidence,
@@ -159,6 +166,13 @@ def _finetune_best(cfg, res, settings) -> None:
                       "--device D` ships them", highlight=False, soft_wrap=True)
 
 
+def accuracy_checks_text(checks: dict) -> str:
+    """The accuracy predictor against the search's test-split checks, in one line."""
+    return (f"predicted vs test top-1 of the {checks['n']} subnets verification evaluated: MAE "
+            f"{checks['mae']:.2f} pts, bias {checks['bias']:+.2f} (positive: predicted too high), Kendall tau "
+            + ("-" if checks.get("kendall_tau") is None else f"{checks['kendall_tau']:.2f}"))
+
+
 def top1_text(best: dict) -> str:
     meas = best.get("measured_top1")
     return f"{best['top1_pred']:.2f} / " + ("-" if meas is None else f"{meas:.2f} (test)")
@@ -185,10 +199,19 @@ def print_baselines(res) -> None:
         err_console.print(line[0].upper() + line[1:] + ".", highlight=False)
 
 
+def _memory_text(b: dict, key: str) -> str:
+    """``pred / measured`` kB of a best entry's RAM arena or flash (measured: on the artifact)."""
+    meas = b.get(f"measured_{key}")
+    return f"{b[key]:.1f} / " + ("-" if meas is None else f"{meas:.1f}")
+
+
 def _print_best(res) -> None:
     mixed = getattr(res, "precision", "fp32") != "fp32"
+    memory = any("measured_ram_kb" in b for b in res.best)  # shown when the search had a memory limit
     table = make_table("id", *(["precision"] if mixed else []), "arch", "top-1 % pred / measured",
-                   *[f"{d} ms pred / measured" for d in res.devices], "MMACs", title=f"best subnets ({res.algo})")
+                   *[f"{d} ms pred / measured" for d in res.devices], "MMACs",
+                   *(["RAM kB pred / measured", "flash kB pred / measured"] if memory else []),
+                   title=f"best subnets ({res.algo})")
     for b in res.best:
         lat = []
         for d in res.devices:
@@ -197,8 +220,11 @@ def _print_best(res) -> None:
             lat.append(f"{b['ms_pred'][d]:.3f} / " + ("-" if meas is None else f"{meas:.3f}")
                        + (f" ({on})" if on != d else ""))
         table.add_row(b["id"], *([b.get("precision", "fp32")] if mixed else []), b["describe"], top1_text(b),
-                      *lat, f"{b['macs'] / 1e6:.1f}")
+                      *lat, f"{b['macs'] / 1e6:.1f}",
+                      *([_memory_text(b, "ram_kb"), _memory_text(b, "flash_kb")] if memory else []))
     console.print(table)
+    if getattr(res, "accuracy_checks", None):
+        err_console.print("accuracy, held-out: " + accuracy_checks_text(res.accuracy_checks), highlight=False)
     print_baselines(res)
     if res.message:
         err_console.print(res.message, highlight=False)

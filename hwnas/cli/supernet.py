@@ -20,13 +20,17 @@ def supernet_stats(
     table: Path = typer.Option(..., "--table", help="CSV of flat rows: r, then the family's genes "
                                f"({DEFAULT_FAMILY}: {DEFAULT_COLUMNS}; see `hwnas space info "
                                "--family F`)."),
-    out: Path = typer.Option(..., "--out", help="Where to write the rows with params and macs columns."),
+    out: Path = typer.Option(..., "--out", help="Where to write the rows with params and macs (and ram_kb, flash_kb) columns."),
     family: Optional[str] = FamilyOpt,
     width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Supernet width multiplier "
                                                f"({DEFAULT_FAMILY}: {or_list(DEFAULT.widths)}; default: the family's)."),
     classes: int = typer.Option(1000, "--classes", help="Number of classes of the classifier."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="fp32, bf16 or int8: also write "
+                                            "ram_kb (the activation arena a memory-planned program reserves "
+                                            "at batch 1) and flash_kb (weight bytes); kB = 1024 bytes."),
 ) -> None:
-    """Exact parameter count and MACs of each subnet in a table (no network is built)."""
+    """Exact parameter count and MACs of each subnet in a table (no network is built); with
+    --precision, its RAM arena and flash bytes too."""
     from hwnas.families import DEFAULT_FAMILY, get_family
     from hwnas.families.tables import stats_frame
     from hwnas.fileio import atomic_path
@@ -37,7 +41,7 @@ def supernet_stats(
         raise InputError(f"--classes must be at least 1, got {classes}")
     fam.check_width(width_mult)
     check_out_file(out)
-    df = stats_frame(fam, read_table_frame(table), width_mult, classes, source=str(table))
+    df = stats_frame(fam, read_table_frame(table), width_mult, classes, source=str(table), precision=precision)
     with atomic_path(out, suffix=".csv") as tmp:
         df.to_csv(tmp, index=False)
     err_console.print(f"wrote {len(df)} rows to {out}")

@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 
 from hwnas.dashboard import data
+from hwnas.dashboard.quality import band_mae
 
 EXPLORED = "explored subnets (predicted)"
-BAND = "front ± accuracy predictor's out-of-fold MAE"
+BAND = "front ± accuracy predictor's MAE (held-out where measured)"
 FRONT = "Pareto front (predicted)"
 FRONT_OBJECTIVE = "Pareto front (predicted top-1 − σ)"  # as the search ranked it
 OTHER = "other candidates (predicted)"
@@ -181,7 +182,7 @@ def pareto_chart(df: pd.DataFrame, *, device: str, budget: float | None, y: str 
     `baselines`: `data.baselines` (measured points).
     Returns (chart, what is drawn: series, counts and domains)."""
     refs = refs if refs is not None else pd.DataFrame(columns=["name", "ms"])
-    mae = (acc_error or {}).get("oof_mae")
+    mae = band_mae(acc_error)[0]
     x_dom, y_dom = _domains(df, y, budget, refs, mae, baselines)
     x = lambda f: alt.X(f, title=f"latency on {device} (ms)", scale=alt.Scale(domain=x_dom, zero=False))  # noqa: E731
     y_title = f"top-1 % ({'search objective' if y == 'objective' else 'predicted'}; measured where marked)"

@@ -174,6 +174,23 @@ def load_search(files: RunFiles) -> dict[str, Any] | None:
     return search
 
 
+def latency_trust(files: RunFiles, search: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """search.json's `latency_trust` (each device's latency predictor on held-out subnets), only
+    its numbers, checked, and the fix commands made here for this run (a run folder from someone
+    else carries no command the dashboard shows)."""
+    out: dict[str, dict[str, Any]] = {}
+    for device, q in ((search or {}).get("latency_trust") or {}).items():
+        if not (isinstance(q, dict) and isinstance(device, str) and isinstance(q.get("n"), int)
+                and isinstance(q.get("within_10"), (int, float)) and isinstance(q.get("poor"), bool)):
+            continue
+        tau = q.get("kendall_tau")
+        out[device] = {"n": q["n"], "within_10": float(q["within_10"]), "poor": q["poor"],
+                       "kendall_tau": float(tau) if isinstance(tau, (int, float)) else None,
+                       "fix": f"hwnas profile --run {files.root} --device {device} --samples auto",
+                       "refit": f"hwnas latency fit --run {files.root} --device {device}"}
+    return out
+
+
 def load_train_log(path: Path | None) -> pd.DataFrame:
     """Supernet training curves from a `train_log.jsonl` (one JSON record per epoch)."""
     if path is None or not Path(path).exists():

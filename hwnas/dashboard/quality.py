@@ -23,8 +23,9 @@ IN_SAMPLE = "training fit (in-sample)"  # trained it, predicted by the final mod
 
 
 def accuracy_error(files: RunFiles, search: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The accuracy predictor's quality: out-of-fold (held-out) and training-fit errors, with n,
-    in top-1 points. From search.json's report, else the predictor file; None without metrics.
+    """The accuracy predictor's quality in top-1 points, with n: held-out (`held_*`: against the
+    search's test-split checks, subnets it was not fitted on), out-of-fold and training-fit errors.
+    From search.json's report, else the predictor file; None without metrics.
     Candidates carry a `name` that tells two of one kind apart (their settings)."""
     metrics = ((search or {}).get("accuracy_predictor") or {}).get("metrics")
     kind = ((search or {}).get("accuracy_predictor") or {}).get("kind")
@@ -43,11 +44,26 @@ def accuracy_error(files: RunFiles, search: dict[str, Any] | None = None) -> dic
                                  [c.get("settings") for c in cands])
     for c, name in zip(cands, names):
         c["name"] = name
+    held = ((((search or {}).get("acceptance") or {}).get("accuracy") or {}).get("all_evaluated")) or {}
     return {"kind": kind or (metrics.get("chosen") or {}).get("name"), "folds": metrics.get("folds"),
+            "held_mae": held.get("mae"), "held_bias": held.get("bias"), "held_tau": held.get("kendall_tau"),
+            "held_n": held.get("n"),
             "oof_mae": oof.get("mae"), "oof_rmse": oof.get("rmse"), "oof_tau": oof.get("kendall_tau"),
             "oof_n": oof.get("n"), "within_1_sigma": oof.get("within_1_sigma"),
             "train_mae": train.get("mae"), "train_tau": train.get("kendall_tau"), "train_n": train.get("n"),
             "learning_curve": metrics.get("learning_curve") or [], "candidates": cands}
+
+
+def band_mae(acc: dict[str, Any] | None) -> tuple[float | None, str]:
+    """(the top-1 error the front's band is drawn with, what it is): the held-out MAE of the
+    search's test-split checks where it made them, else the out-of-fold MAE."""
+    if not acc:
+        return None, "unknown"
+    if acc.get("held_mae") is not None:
+        return acc["held_mae"], f"held-out MAE on the search's {acc['held_n']} test-split checks"
+    if acc.get("oof_mae") is not None:
+        return acc["oof_mae"], f"{acc.get('folds')}-fold out-of-fold MAE, n={acc.get('oof_n')}"
+    return None, "unknown"
 
 
 def fitted_ids(meta: dict[str, Any]) -> set[str] | None:

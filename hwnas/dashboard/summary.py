@@ -134,6 +134,7 @@ def compare_summary(series: dict[tuple[str, str], data.RunFront], budget: float,
                 f"{pick['measured']:.4g} measured" if pd.notna(pick["measured"]) else f"{pick['ms']:.4g} predicted"),
             "best measured top-1 % within budget": _or(measured["measured_top1"].max() if not measured.empty
                                                        else None, "none measured within budget", ".2f"),
+            "accuracy MAE, points (held-out test checks)": _or(acc.get("held_mae"), "no test-split checks", ".2f"),
             "accuracy MAE, points (out-of-fold)": _or(acc.get("oof_mae"), "no accuracy predictor", ".2f"),
             "latency within ±10 % (out-of-fold)": _or(100 * float(cv["within_10"]) if "within_10" in cv else None,
                                                       "no cross-validation", ".0f")})

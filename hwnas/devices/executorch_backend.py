@@ -1,4 +1,11 @@
-"""ExecuTorch backend (`mobile-xnnpack`): torch.export -> XNNPACK-lowered .pte -> executorch.runtime.
+"""ExecuTorch backend (`mobile-xnnpack`): torch.export -> XNNPACK-lowered .pte -> executorch.runtime;
+`edge-portable`: the same program on ExecuTorch's portable kernels, no delegate (the
+microcontroller-class path: every activation in one planned arena).
+
+Every artifact records its memory plan (`program_memory`): the planned activation arena, the
+constant (weight) bytes and the program's size. With portable kernels the arena holds every
+activation; an XNNPACK program's plan holds only the delegate's inputs and outputs, and XNNPACK
+allocates its own workspace at load time, outside the plan (not measured here).
 
 This is the phone CPU path (XNNPACK kernels) run on this host. Lowering takes seconds per model,
 so compile once and reuse the .pte. Operators XNNPACK cannot take stay on ExecuTorch's portable
@@ -37,7 +44,7 @@ if TYPE_CHECKING:
 
     from hwnas.devices.device import Device
 
-__all__ = ["ExecuTorchBackend", "ExecuTorchRunner"]
+__all__ = ["ExecuTorchBackend", "ExecuTorchRunner", "program_memory"]
 
 
 class ExecuTorchBackend(Backend):
@@ -49,7 +56,7 @@ class ExecuTorchBackend(Backend):
 
     @classmethod
     def precisions(cls, provider: str | None) -> tuple[str, ...]:
-        return ("fp32", "int8")
+        return ("fp32",) if provider == "portable" else ("fp32", "int8")
 
     def _available(self) -> str | None:
         if self.device.precision == "int8":
@@ -65,13 +72,17 @@ class ExecuTorchBackend(Backend):
         if self.device.precision == "int8":
             module, meta = self._quantized(module, x)
         exported = torch.export.export(module, (x,))
-        edge = exir.to_edge_transform_and_lower(
-            exported, partitioner=[xnnpack.XnnpackPartitioner()])
-        leftover = _undelegated_ops(edge.exported_program().graph_module)
+        if self.device.provider == "portable":
+            edge, leftover = exir.to_edge(exported), None
+        else:
+            edge = exir.to_edge_transform_and_lower(
+                exported, partitioner=[xnnpack.XnnpackPartitioner()])
+            leftover = dict(_undelegated_ops(edge.exported_program().graph_module))
         program = edge.to_executorch()
         path = workdir / "model.pte"
         atomic_write_bytes(path, program.buffer)
-        return self._artifact(path, x, undelegated_ops=dict(leftover), **meta)
+        extra = {} if leftover is None else {"undelegated_ops": leftover}
+        return self._artifact(path, x, memory=program_memory(program), **extra, **meta)
 
     def _quantized(self, module: nn.Module, x: torch.Tensor) -> tuple[Any, dict[str, Any]]:
         """PT2E int8: the converted graph module and the artifact's metadata."""
@@ -97,6 +108,20 @@ class ExecuTorchBackend(Backend):
         return ExecuTorchRunner(artifact, self.device, self.versions(),
                                 self._require("executorch.runtime"),
                                 self._require("executorch.extension.pybindings.portable_lib"))
+
+
+def program_memory(program: Any) -> dict[str, Any]:
+    """What an ExecuTorch program reserves: the planned activation arena of its forward method
+    (every planned buffer; ExecuTorch's memory planner), its constant bytes (weights) and the size
+    of the .pte file, in bytes."""
+    p = program.executorch_program
+    plan = p.execution_plan[0]
+    constants = sum(len(b.storage) for b in p.constant_buffer)
+    segment = getattr(p, "constant_segment", None)
+    if segment is not None and len(getattr(segment, "offsets", []) or []) > 1:
+        constants = max(constants, int(p.segments[segment.segment_index].size))
+    return {"arena_bytes": int(sum(plan.non_const_buffer_sizes)), "constant_bytes": int(constants),
+            "program_bytes": len(program.buffer), "planner": "exir greedy (ExecuTorch default)"}
 
 
 def _undelegated_ops(graph_module: Any) -> Counter:

@@ -74,6 +74,9 @@ _BUILTIN: list[dict[str, Any]] = [
          description="OpenVINO CPU plugin, f32 inference precision forced"),
     dict(name="mobile-xnnpack", backend="executorch",
          description="ExecuTorch .pte lowered to XNNPACK (the phone CPU path)"),
+    dict(name="edge-portable", backend="executorch", provider="portable",
+         description="ExecuTorch .pte on portable kernels, no delegate: one planned activation arena "
+                     "(the microcontroller-class path; memory as a board would reserve it)"),
     dict(name="mobile-litert", backend="litert",
          description="LiteRT (TFLite) via litert-torch, XNNPACK delegate"),
     dict(name="cuda-torch", backend="torch", provider="cuda",

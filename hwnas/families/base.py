@@ -405,6 +405,19 @@ class Family(ABC):
         return cached_layout(self.cost_layout_class(), self, self.check_width(width_mult),
                              check_n_classes(n_classes))
 
+    def memory_trace(self, row: Sequence[int], width_mult: float, n_classes: int, precision: str = "fp32"):
+        """The tensors one subnet (flat row `row`, batch 1) allocates and the weights it stores, as a
+        `hwnas.families.memory.TensorTrace`: what its RAM arena and flash bytes are computed from.
+        A family without one has no memory columns (`has_memory_model`)."""
+        from hwnas.families.memory import check_memory_model
+
+        check_memory_model(self)
+        raise AssertionError("unreachable")
+
+    @property
+    def has_memory_model(self) -> bool:
+        return type(self).memory_trace is not Family.memory_trace
+
     def slot_layout(self):
         """Its flat rows as additive slots (`hwnas.families.slots.SlotLayout`): which genes each
         searchable position owns and shares, and the depth gene that decides whether it runs --

@@ -67,16 +67,27 @@ def table_codes(family: Family, df, source: str = "table") -> np.ndarray:
 
 
 def stats_frame(family: Family, df, width_mult: float | None = None, n_classes: int = 1000,
-                source: str = "table"):
-    """A copy of `df` with exact ``params`` and ``macs`` columns (Once-for-All's convention)."""
+                source: str = "table", precision: str | None = None):
+    """A copy of `df` with exact ``params`` and ``macs`` columns (Once-for-All's convention) and,
+    with a `precision` ("fp32", "bf16", "int8"), ``ram_kb`` (the planned activation arena at batch
+    1) and ``flash_kb`` (weight bytes), kB = 1024 bytes (`hwnas.families.memory`)."""
+    from hwnas.families.memory import KB, check_memory_model, check_precision, family_memory
+
     if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 1:
         raise InputError(f"--classes must be a positive integer, got {n_classes!r}")
+    if precision is not None:
+        check_precision(precision, "--precision")
+        check_memory_model(family)
     width = family.check_width(width_mult)
     m = family.table_codes(df, source)
     params, macs = family.count_params_macs(m, width, n_classes) if len(m) else (np.zeros(0, np.int64),) * 2
     out = df.copy()
     out["params"] = np.asarray(params, dtype=np.int64)
     out["macs"] = np.asarray(macs, dtype=np.int64)
+    if precision is not None:
+        ram, flash = family_memory(family, m, width, n_classes, precision)
+        out["ram_kb"] = ram / KB
+        out["flash_kb"] = flash / KB
     return out
 
 

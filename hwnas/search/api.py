@@ -42,6 +42,8 @@ from hwnas.search.problem import (TOP1, Batch, PredictorMissing, Problem, Search
 from hwnas.search.settings import SearchSettings
 from hwnas.search.verify import Measure, Verification, acceptance_rule, device_measure, verify_candidates
 from hwnas.search.risk import latency_bound, typical_rel_se
+from hwnas.latency.trust import trust_warning
+from hwnas.search.ties import order_ties
 from hwnas.search.versus import baselines_summary, versus_baselines
 
 __all__ = ["ALGORITHMS", "PRECISIONS", "SearchHooks", "SearchResult", "SearchSettings", "run_search"]
@@ -71,6 +73,12 @@ class SearchResult:
     accuracy_report: dict[str, Any] = field(default_factory=dict)  # the accuracy predictor's selection
     precision: str = "fp32"  # what was asked: fp32, bf16, int8 or auto (each best entry says its own)
     baselines: list[dict[str, Any]] = field(default_factory=list)  # the front against them (`search.versus`)
+    #: the accuracy predictor against the test-split checks of the subnets verification evaluated
+    #: (held-out: the predictor was fitted on the validation table), `regression_metrics`
+    accuracy_checks: dict[str, Any] | None = None
+    tie: dict[str, Any] | None = None  # `hwnas.search.ties.order_ties`' record when a tie reordered `best`
+    #: device -> its latency predictor on held-out subnets (`hwnas.latency.trust.held_out_quality`)
+    latency_trust: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -83,12 +91,14 @@ class SearchHooks:
     """Stand-ins for what verification measures for real (tests, benchmarks): `measure` (device,
     archs) -> ms replaces the devices; `measure_accuracy` archs -> test top-1 replaces evaluating
     the supernet; `measure_precision_accuracy` {precision: fn} the bf16 / INT8 artifacts' top-1;
-    `drop_models` {precision: model} the measured drop models."""
+    `drop_models` {precision: model} the measured drop models; `measure_memory` archs -> [{ram_kb,
+    flash_kb}] replaces exporting them (`hwnas.search.memory_check`)."""
 
     measure: Measure | None = None
     measure_accuracy: AccuracyMeasure | None = None
     measure_precision_accuracy: Mapping[str, AccuracyMeasure] | None = None
     drop_models: Mapping[str, Any] | None = None
+    measure_memory: Any = None
 
 
 def run_search(run_dir: str | Path, settings: SearchSettings | str | Sequence[str], *args: Any,
@@ -140,10 +150,10 @@ def _from_keywords(device: str | Sequence[str], latency_ms: float | Sequence[flo
                    progress: Progress | None = None, *, hooks: SearchHooks | None = None,
                    measure: Measure | None = None, measure_accuracy: AccuracyMeasure | None = None,
                    measure_precision_accuracy: Mapping[str, AccuracyMeasure] | None = None,
-                   drop_models: Mapping[str, Any] | None = None, **settings: Any
+                   drop_models: Mapping[str, Any] | None = None, measure_memory: Any = None, **settings: Any
                    ) -> tuple[SearchSettings, Progress | None, SearchHooks]:
     """(settings, progress, hooks) of the earlier keyword call (its positional order kept)."""
-    given = SearchHooks(measure, measure_accuracy, measure_precision_accuracy, drop_models)
+    given = SearchHooks(measure, measure_accuracy, measure_precision_accuracy, drop_models, measure_memory)
     return (SearchSettings(device, latency_ms, algo=algo, pareto=pareto, workers=workers, storage=storage,
                            top_k=top_k, seed=seed, verify=verify, devices_file=devices_file, **settings),
             progress, hooks or given)
@@ -168,6 +178,7 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
     def problem_of(p: str, limits: dict[str, float]) -> Problem:
         return Problem(run.space, accuracy, latency[p], limits, objectives=goals.objectives,
                        n_classes=run.n_classes, max_macs=s.max_macs, max_params=s.max_params,
+                       max_ram_kb=s.max_ram_kb, max_flash_kb=s.max_flash_kb, memory_precision=p,
                        accuracy_risk=s.accuracy_risk, top1_drop=drops.get(p))
 
     problems = {p: problem_of(p, budgets) for p in precs}
@@ -228,7 +239,7 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
     prec_of = _precision_of(table)
 
     t = time.perf_counter()
-    ver, top1_measured, first_try, versus = Verification(), {}, None, []
+    ver, top1_measured, first_try, versus, memory = Verification(), {}, None, [], {}
     top_k, margin = s.top_k, s.latency_margin
     if s.verify:
         measure_accuracy = hooks.measure_accuracy or (lambda archs: measured_accuracy(
@@ -255,6 +266,8 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
         ver = _verify(judged, table, prec_of, order, checks, measure, variants, s.max_measure, margin)
         first = list(ver.measured)[:top_k]  # in candidate order: the predictor's own satisfaction
         first_try = sum(i in ver.accepted for i in first) / len(first) if first else None
+        if s.max_ram_kb is not None or s.max_flash_kb is not None:
+            ver.accepted, memory = _check_memory(run, problem, table, prec_of, ver.accepted, s, hooks, progress)
         measure_top1(ver.accepted)
         if s.baselines:
             fronted = [i for i in range(len(table)) if on_front[i] and prec_of[i] == "fp32"]
@@ -263,8 +276,13 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
     verify_s = time.perf_counter() - t
     # measured top-1 decides which of those that fit are returned, and their order
     chosen = sorted(ver.accepted, key=lambda i: -top1_measured[i])[:top_k] if s.verify else cand[:top_k]
+    tie = None
+    if s.verify and len(chosen) > 1:  # the fastest of those the test split cannot tell from the best first
+        ids = {i: a.id for i, a in zip(chosen, problem.space.from_matrix(table.m[chosen]))}
+        chosen, tie = order_ties(chosen, top1_measured, {i: ver.measured[i][devices[0]] for i in chosen},
+                                 _test_images(run, ids), ids)
     front = _frame(judged, table, prec_of, on_front, ver.measured, chosen, run.n_classes, top1_measured,
-                   variants)
+                   variants, memory)
     ref = next(iter(judged.values())).reference_point()  # the budgets' own, as the dashboard recomputes it
     metrics = {
         "hypervolume": hypervolume(problem.loss(table.take(np.flatnonzero(on_front))), ref),
@@ -295,6 +313,10 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
             for row, arch, i in zip(chosen_rows, chosen_archs, chosen)]
     doc = _report(problem, s, settings, metrics, best, ver, outcome, accuracy, verification)
     doc["settings"]["precision"] = s.precision
+    if memory:
+        doc["memory"] = {"units": "kB = 1024 bytes", "limits": {"ram_kb": s.max_ram_kb, "flash_kb": s.max_flash_kb},
+                         "predicted": "hwnas.families.memory: the arena ExecuTorch's planner reserves, weight bytes",
+                         "checks": list(memory.values())}
     doc["precision"] = precision_report(s.precision, precs, variants, drops, skipped, left_out)
     doc["latency_risk"] = {"confidence": s.latency_confidence,
                            "rule": "search: predicted_ms * factor * (1 + margin + 2 * typical_rel_se) <= budget_ms "
@@ -302,16 +324,24 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
                                    "confidence, split-conformal); verification: " + acceptance_rule(margin),
                            "by_precision": risk, **({"note": fallback} if fallback else {})}
     doc["baselines"] = versus
+    doc["tie"] = tie
+    trust = _latency_trust(run, latency, devices) if s.verify else {}
+    doc["latency_trust"] = trust
     if versus:
         doc["baselines_summary"] = baselines_summary(versus)
     paths = _write(run.files, front, doc, _explored(problems, feasible, devices), devices, budgets,
                    title=f"{settings.get('mode', settings['algo'])}: accuracy vs latency on {devices[0]}"
                          + ("" if precs == ["fp32"] else f" ({s.precision})"),
                    plot=s.plot)
+    message = _message(s.verify, top_k, len(chosen), ver, _budget_labels(budgets, variants))
+    for d, q in trust.items():
+        if q and q["poor"]:
+            message += f"; {trust_warning(d, q)}"
     return SearchResult(run_dir, s.algo, devices, budgets, best, front, metrics, ver.records, paths,
-                        _message(s.verify, top_k, len(chosen), ver, _budget_labels(budgets, variants)),
+                        message + (f"; {tie['message']}" if tie else ""),
                         getattr(accuracy, "meta", {}).get("metrics") or {}, precision=s.precision,
-                        baselines=versus)
+                        baselines=versus, accuracy_checks=(verification or {}).get("accuracy", {}).get("all_evaluated"),
+                        tie=tie, latency_trust=trust)
 
 
 _PREC = "precision"  # Batch column of a merged archive: the row's precision, as its index in SEARCHED
@@ -476,9 +506,47 @@ def _message(verify: bool, top_k: int, n_ok: int, ver: Verification, budgets: di
     return f"{n_ok} subnets met {_budget_text(budgets)} when measured ({ver.n_measured} measured)"
 
 
+def _latency_trust(run, latency: dict[str, dict[str, Any]], devices: list[str]) -> dict[str, Any]:
+    """Each device's fp32 latency predictor on the run's held-out subnets (this search's
+    verification measurements among them)."""
+    from hwnas.latency.trust import held_out_quality
+
+    models = latency.get("fp32") or next(iter(latency.values()))
+    return {d: held_out_quality(run.run_dir, d, models[d]) for d in devices if d in models}
+
+
+def _test_images(run, ids: dict[int, str]) -> dict[int, int]:
+    """Test images each row's measured top-1 was evaluated on (the run's test-split table)."""
+    from hwnas.accuracy.table import read_accuracy_table
+
+    try:
+        table = read_accuracy_table(run.run_dir, run.files.accuracy_split(ACCURACY_SPLIT).name, run.space)
+    except (OSError, ValueError):
+        return {}
+    n = dict(zip(table["id"].astype(str), table["n"]))
+    return {i: int(n[v]) for i, v in ids.items() if v in n and n[v] == n[v]}
+
+
+def _check_memory(run, problem: Problem, table: Batch, prec_of: list[str], accepted: list[int],
+                  s: SearchSettings, hooks: SearchHooks, progress: Progress | None
+                  ) -> tuple[list[int], dict[int, dict[str, Any]]]:
+    """The accepted candidates whose artifact holds the memory limits (`hwnas.search.memory_check`),
+    and each one's record by table row."""
+    from hwnas.search.memory_check import artifact_memory, judge_memory
+
+    measure = hooks.measure_memory or artifact_memory(problem.space.family, run.n_classes)
+    if progress is not None:
+        progress("verify", message=f"exporting {len(accepted)} subnets to check their memory on the artifact")
+    archs = problem.space.from_matrix(table.m[accepted]) if accepted else []
+    ok, records = judge_memory(archs, [prec_of[i] for i in accepted],
+                               {"ram_kb": s.max_ram_kb, "flash_kb": s.max_flash_kb}, measure)
+    return [i for i, fits in zip(accepted, ok) if fits], dict(zip(accepted, records))
+
+
 def _frame(problems: dict[str, Problem], table: Batch, prec_of: list[str], on_front: np.ndarray,
            measured: dict[int, dict[str, float]], chosen: list[int], n_classes: int,
-           top1_measured: dict[int, float], variants: dict[str, dict[str, str]]):
+           top1_measured: dict[int, float], variants: dict[str, dict[str, str]],
+           memory: dict[int, dict[str, Any]] | None = None):
     """The pareto.csv table: front rows plus the other candidates that were measured or chosen;
     predicted and measured values side by side; each row's precision and the device its latency
     belongs to."""
@@ -506,6 +574,12 @@ def _frame(problems: dict[str, Problem], table: Batch, prec_of: list[str], on_fr
     for d in problem.devices:
         out[f"ms_device:{d}"] = [variants[p][d] for p in prec]
     out["macs"], out["params"] = macs.astype(np.int64), params.astype(np.int64)
+    if problem.space.family.has_memory_model:
+        out["ram_kb"], out["flash_kb"] = _memory_kb(problem, m, prec, n_classes)
+    if memory:
+        got = [(memory.get(int(i)) or {}).get("measured") or {} for i in rows]
+        out["measured_ram_kb"] = [g.get("ram_kb", np.nan) for g in got]
+        out["measured_flash_kb"] = [g.get("flash_kb", np.nan) for g in got]
     out["measured_ms"] = [measured.get(int(i), {}).get(first, np.nan) for i in rows]
     for d in problem.devices:
         out[f"measured_ms:{d}"] = [measured.get(int(i), {}).get(d, np.nan) for i in rows]
@@ -521,6 +595,19 @@ def _frame(problems: dict[str, Problem], table: Batch, prec_of: list[str], on_fr
     return out.sort_values(["ms_pred", "top1_pred"]).reset_index(drop=True)
 
 
+def _memory_kb(problem: Problem, m: np.ndarray, prec: list[str], n_classes: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted RAM arena and flash (kB) of rows `m`, each at its own precision."""
+    from hwnas.families.memory import KB, family_memory
+
+    ram, flash = np.zeros(len(m)), np.zeros(len(m))
+    for p in sorted(set(prec)):
+        sel = np.array([q == p for q in prec])
+        r, f = family_memory(problem.space.family, m[sel], problem.space.width_mult, n_classes, p)
+        ram[sel], flash[sel] = r / KB, f / KB
+    return ram, flash
+
+
 def _best_entry(row, arch, devices: list[str], verify: bool, precision: str = "fp32",
                 variants: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
     first, *others = devices
@@ -532,6 +619,11 @@ def _best_entry(row, arch, devices: list[str], verify: bool, precision: str = "f
              "measured_ms": {first: _num(row["measured_ms"])}, "macs": int(row["macs"]),
              "params": int(row["params"]), "verified": bool(verify and row["verified"]),
              "within_budget": bool(row["within_budget"])}
+    if "ram_kb" in row:
+        entry["ram_kb"], entry["flash_kb"] = float(row["ram_kb"]), float(row["flash_kb"])
+    if "measured_ram_kb" in row:
+        entry["measured_ram_kb"] = _num(row["measured_ram_kb"])
+        entry["measured_flash_kb"] = _num(row["measured_flash_kb"])
     for d in others:
         entry["ms_pred"][d] = float(row[f"ms_pred:{d}"])
         entry["measured_ms"][d] = _num(row[f"measured_ms:{d}"])
@@ -565,7 +657,8 @@ def _report(problem: Problem, s: SearchSettings, settings: dict[str, Any], metri
         "settings": {**settings, "devices": s.devices, "budgets_ms": s.budgets, "pareto": s.pareto,
                      "top_k": s.top_k, "seed": s.seed, "verify": s.verify, "accuracy_risk": problem.accuracy_risk,
                      "objectives": list(problem.objectives), "max_macs": problem.max_macs,
-                     "max_params": problem.max_params,
+                     "max_params": problem.max_params, "max_ram_kb": problem.max_ram_kb,
+                     "max_flash_kb": problem.max_flash_kb,
                      "storage": describe_storage(s.storage) if s.storage else settings.get("storage")},
         "metrics": metrics,
         "accuracy_predictor": {"kind": getattr(accuracy, "name", type(accuracy).__name__),

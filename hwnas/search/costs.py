@@ -1,4 +1,6 @@
-"""A problem's cost columns: each device's latency model, and the exact MACs / params counts.
+"""A problem's cost columns: each device's latency model, the exact MACs / params counts and the
+memory columns (``ram_kb``: the planned activation arena, not additive, so never tabulated;
+``flash_kb``: weight bytes; `hwnas.families.memory`).
 
 Additive models (lookup tables, linear analytic predictors, MACs, params) are replaced by an
 exact dense table (`hwnas.search.tabulate`) when the check passes; the table also gives the exact
@@ -46,15 +48,16 @@ class CostModels:
     for: ``macs``, ``params``), tabulated where exact unless `use_tables` is off."""
 
     def __init__(self, space: Any, latency: Mapping[str, Any], counts: Sequence[str], n_classes: int,
-                 use_tables: bool = True) -> None:
+                 use_tables: bool = True, memory_precision: str = "fp32") -> None:
         self.space, self.latency, self.counts = space, latency, tuple(counts)
-        self.n_classes, self.use_tables = n_classes, use_tables
+        self.n_classes, self.use_tables, self.memory_precision = n_classes, use_tables, memory_precision
         self._build()
 
     def _build(self) -> None:
         from hwnas.latency.base import LatencyPredictor
 
         self._last_counts: Any = None  # (rows' bytes, params, MACs) of the last batch
+        self._memory: dict[bytes, tuple[int, int]] = {}  # row bytes -> (arena, weight) bytes
         self.columns: dict[str, Cost] = {}
         for dev, pred in self.latency.items():
             fast = (self.use_tables and tabulable(self.space) and isinstance(pred, LatencyPredictor)
@@ -63,7 +66,8 @@ class CostModels:
             cost.vectorised = fast
             self.columns[ms_key(dev)] = cost
         for what in self.counts:
-            self.columns[what] = self._cost(lambda m, what=what: self.count(m, what))
+            fn = lambda m, what=what: self.count(m, what)  # noqa: E731
+            self.columns[what] = Cost(fn) if what == "ram_kb" else self._cost(fn)
 
     def _cost(self, fn: Callable[[np.ndarray], np.ndarray]) -> Cost:
         return Cost(fn, tabulate(fn, self.space) if self.use_tables else None)
@@ -71,17 +75,24 @@ class CostModels:
     # worker processes get the models by pickling (in memory, never on disk): the tables hold
     # closures, so they are rebuilt there rather than sent
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("columns", "_last_counts")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("columns", "_last_counts", "_memory")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._build()
 
     def count(self, m: np.ndarray, what: str) -> np.ndarray:
-        """Exact ``macs`` or ``params`` of rows `m` (both from one count per batch)."""
+        """Exact ``macs`` or ``params`` of rows `m` (both from one count per batch), or their
+        ``ram_kb`` / ``flash_kb`` at `memory_precision` (each distinct row planned once)."""
         from hwnas.accuracy.features import params_macs
 
         m = np.ascontiguousarray(m, dtype=np.int64)
+        if what in ("ram_kb", "flash_kb"):
+            from hwnas.families.memory import KB, family_memory
+
+            ram, flash = family_memory(self.space.family, m, self.space.width_mult, self.n_classes,
+                                       self.memory_precision, self._memory)
+            return (ram if what == "ram_kb" else flash) / KB
         key = m.tobytes()
         if self._last_counts is None or self._last_counts[0] != key:
             self._last_counts = (key, *params_macs(self.space, m, self.n_classes))

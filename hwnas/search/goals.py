@@ -1,8 +1,8 @@
 """What a search asks for: the objectives it optimises and the limits a subnet must meet.
 
-Columns are named ``top1``, ``ms:<device>``, ``macs``, ``params``. Every objective but top-1 is
-minimised; a subnet's constraint violation is the sum of its relative excesses over the latency
-budgets and the MACs / params limits (0 = feasible).
+Columns are named ``top1``, ``ms:<device>``, ``macs``, ``params``, ``ram_kb``, ``flash_kb``. Every
+objective but top-1 is minimised; a subnet's constraint violation is the sum of its relative
+excesses over the latency budgets and the MACs / params / RAM / flash limits (0 = feasible).
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from hwnas.search.checks import SettingError, literal, positive_number
 __all__ = ["TOP1", "ms_key", "Goals", "objectives_beyond"]
 
 TOP1 = "top1"
-COUNTS = ("macs", "params")  # the exact cost columns a goal may name besides latency
+COUNTS = ("macs", "params", "ram_kb", "flash_kb")  # the exact cost columns a goal may name besides latency
+#: objective aliases users type (``--objective ram``)
+ALIASES = {"ram": "ram_kb", "flash": "flash_kb"}
 
 
 def ms_key(device: str) -> str:
@@ -42,6 +44,8 @@ class Goals:
     objectives: tuple[str, ...] = ()
     max_macs: float | None = None
     max_params: float | None = None
+    max_ram_kb: float | None = None
+    max_flash_kb: float | None = None
 
     def __post_init__(self) -> None:
         if not self.devices:
@@ -55,6 +59,10 @@ class Goals:
         for name in ("max_macs", "max_params"):
             positive_number(name, getattr(self, name), "a positive count (e.g. 3e8)", optional=True,
                             hint="; leave it out for no limit")
+        for name in ("max_ram_kb", "max_flash_kb"):
+            positive_number(name, getattr(self, name), "a positive number of kB (1 kB = 1024 bytes)",
+                            optional=True, hint="; leave it out for no limit")
+        object.__setattr__(self, "objectives", tuple(ALIASES.get(o, o) for o in self.objectives))
         if not self.objectives:
             object.__setattr__(self, "objectives", (TOP1, ms_key(self.devices[0])))
         allowed = {TOP1, *COUNTS, *(ms_key(d) for d in self.devices)}
@@ -67,11 +75,16 @@ class Goals:
     def limits(self) -> dict[str, float]:
         """Every constrained column and its limit."""
         out = {ms_key(d): float(v) for d, v in self.budgets.items()}
-        if self.max_macs is not None:
-            out["macs"] = float(self.max_macs)
-        if self.max_params is not None:
-            out["params"] = float(self.max_params)
+        for key, limit in self.count_limits.items():
+            if limit is not None:
+                out[key] = float(limit)
         return out
+
+    @property
+    def count_limits(self) -> dict[str, float | None]:
+        """Each count column's limit (None: none)."""
+        return {"macs": self.max_macs, "params": self.max_params, "ram_kb": self.max_ram_kb,
+                "flash_kb": self.max_flash_kb}
 
     @cached_property
     def limit_items(self) -> tuple[tuple[str, float], ...]:
@@ -85,8 +98,8 @@ class Goals:
         return violation
 
     def count_columns(self) -> list[str]:
-        """The exact count columns (``macs``, ``params``) an objective or a limit needs."""
-        limits = {"macs": self.max_macs, "params": self.max_params}
+        """The exact count columns (`COUNTS`) an objective or a limit needs."""
+        limits = self.count_limits
         return [k for k in COUNTS if k in self.objectives or limits[k] is not None]
 
     def loss(self, cols: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -66,6 +66,9 @@ class Problem:
     n_classes: int = 1000
     max_macs: float | None = None
     max_params: float | None = None
+    max_ram_kb: float | None = None
+    max_flash_kb: float | None = None
+    memory_precision: str = "fp32"  # the precision of the ram_kb / flash_kb columns
     accuracy_risk: float = 0.0
     top1_drop: Any = None  # bf16 / INT8 points: a drop model (`hwnas.accuracy.int8.DropModel`)
     use_tables: bool = True
@@ -78,11 +81,15 @@ class Problem:
 
     def __post_init__(self) -> None:
         self.goals = Goals(tuple(self.latency), self.budgets, tuple(self.objectives), self.max_macs,
-                           self.max_params)
+                           self.max_params, self.max_ram_kb, self.max_flash_kb)
         within("accuracy_risk", self.accuracy_risk, 0, 10)
         self.objectives = self.goals.objectives
+        if any(k in ("ram_kb", "flash_kb") for k in self.goals.count_columns()):
+            from hwnas.families.memory import check_memory_model
+
+            check_memory_model(self.space.family)
         self.cost_models = CostModels(self.space, self.latency, self.goals.count_columns(), self.n_classes,
-                                      self.use_tables)
+                                      self.use_tables, self.memory_precision)
         drop = None if self.top1_drop is None else PrecisionDrop(self.top1_drop)
         self.top1_model = Top1Model(self.accuracy, self.accuracy_risk, drop)
         self.usage = PredictorUsage()
@@ -222,12 +229,12 @@ class Problem:
                 raise BudgetError(f"no subnet meets {budget:g} ms on '{dev}': the fastest one ({arch.id}, "
                                   f"{arch.describe()}) is predicted at {ms:.4g} ms; ask for at least "
                                   f"{ms:.4g} ms")
-        for key, limit in (("macs", self.max_macs), ("params", self.max_params)):
+        for key, limit in self.goals.count_limits.items():
             if limit is not None:
                 least = self.cost_models.of_arch(key, self.space.min_arch())
                 if least > limit:
-                    raise BudgetError(f"no subnet has {key} <= {limit:g}: the smallest subnet has {least:.4g}; "
-                                      f"ask for at least {least:.4g}")
+                    raise BudgetError(f"no subnet has {key} <= {limit:g}: the smallest subnet has {least:.6g}; "
+                                      f"ask for at least {least:.6g}")
         return fastest
 
     # -- what a search cost ----------------------------------------------------------------------

@@ -31,7 +31,9 @@ class SearchSettings:
     / "optuna-tpe" (`workers` processes sharing `storage`, default the run's journal file;
     `study_name`), "random"; `population`, `generations`, `n_trials`: None = the algorithm's default.
     `objectives`: top-1 and the first device's latency unless given (any of "top1",
-    "ms:<device>", "macs", "params"); `max_macs` / `max_params`: limits besides the budgets.
+    "ms:<device>", "macs", "params", "ram_kb", "flash_kb"); `max_macs` / `max_params` / `max_ram_kb` /
+    `max_flash_kb`: limits besides the budgets (RAM: the activation arena a memory-planned program
+    reserves at batch 1; flash: weight bytes; kB = 1024 bytes; `hwnas.families.memory`).
     `accuracy_risk`: sigmas of the accuracy predictor's uncertainty the top-1 objective is lowered by.
     `latency_confidence`: search under an upper bound of the predicted latency at this confidence
     (`hwnas.search.risk`; 0: the point prediction); verification still judges the measurement.
@@ -57,6 +59,8 @@ class SearchSettings:
     objectives: Sequence[str] | None = None
     max_macs: float | None = None
     max_params: float | None = None
+    max_ram_kb: float | None = None
+    max_flash_kb: float | None = None
     population: int | None = None
     generations: int | None = None
     n_trials: int | None = None
@@ -102,7 +106,8 @@ class SearchSettings:
     @property
     def goals(self) -> Goals:
         """The objectives and limits the settings ask for (`hwnas.search.goals.Goals`)."""
-        return Goals(tuple(self.budgets), self.budgets, tuple(self.objectives or ()), self.max_macs, self.max_params)
+        return Goals(tuple(self.budgets), self.budgets, tuple(self.objectives or ()), self.max_macs, self.max_params,
+                     self.max_ram_kb, self.max_flash_kb)
 
     def request(self, run_dir: Path):
         """What the algorithm is asked (`hwnas.search.algorithms.SearchRequest`)."""

@@ -89,3 +89,14 @@ def all_runs() -> list[Path]:
     if runs == [root]:
         runs = [root] + [r for r in data.find_runs(root.parent) if r != root]
     return runs
+
+
+def trust_warnings(files: data.RunFiles, search: dict | None, devices=None) -> None:
+    """A warning per device whose latency predictor is poor on held-out subnets (search.json's
+    `latency_trust`), with the commands that fix it: where a user decides on its predictions."""
+    from hwnas.latency.trust import trust_warning
+
+    for device, q in data.latency_trust(files, search).items():
+        if q["poor"] and (devices is None or device in devices):
+            line = trust_warning(device, q)
+            st.warning(md(line[0].upper() + line[1:]) + ".")

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from hwnas.dashboard import charts, data, summary
-from hwnas.dashboard.views.common import all_runs, md, show_missing, table
+from hwnas.dashboard.views.common import all_runs, md, show_missing, table, trust_warnings
 from hwnas.errors import HwnasError
 
 SEP = " · "
@@ -73,6 +73,8 @@ def page_compare(files: data.RunFiles) -> None:
     if not fronts:
         st.info("Pick at least one run · device with a Pareto front.")
         return
+    for run, device in fronts:
+        trust_warnings(by_name[run], fronts[(run, device)].search, [device])
     lo, hi, start, step = slider_range(fronts)
     budget = st.slider("Latency budget (ms): the recommended subnet at it is re-selected on every front",
                        min_value=lo, max_value=hi, value=start, step=step, format="%.4f", key="compare_budget")

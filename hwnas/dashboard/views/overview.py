@@ -7,13 +7,14 @@ import pandas as pd
 import streamlit as st
 
 from hwnas.dashboard import data, stats, summary
-from hwnas.dashboard.views.common import all_runs, fmt_num, md, md_code, metrics, table
+from hwnas.dashboard.views.common import all_runs, fmt_num, md, md_code, metrics, table, trust_warnings
 
 
 def page_overview(files: data.RunFiles) -> None:
     st.header(f"Run `{files.root.name}`")
     h = summary.headline(files)
     _search_cards(h)
+    trust_warnings(files, data.load_search(files))
     _recommended_cards(h)
     for _, e in h["exports"].iterrows():
         if e["flags"] != "ok":
@@ -46,9 +47,11 @@ def _recommended_cards(h: dict) -> None:
     metrics(("★ Recommended subnet", best.get("id") or "none",
              "The search's pick (search.json's first `best`): measured within the budget when the search verified. "
              "Every page highlights this subnet."),
-            ("Accuracy MAE (out-of-fold)", fmt_num(acc.get("oof_mae"), ".2f", " points") if acc else "—",
-             f"The accuracy predictor's {acc.get('folds')}-fold out-of-fold error on {acc.get('oof_n')} subnets, in "
-             "top-1 points" if acc else None),
+            ("Accuracy MAE held-out / out-of-fold",
+             (fmt_num(acc.get("held_mae"), ".2f") + " / " + fmt_num(acc.get("oof_mae"), ".2f", " points")) if acc else "—",
+             (f"Held-out: predicted vs test top-1 of the {acc.get('held_n')} subnets the search evaluated (bias "
+              f"{fmt_num(acc.get('held_bias'), '+.2f')}); out-of-fold: the predictor's {acc.get('folds')}-fold error "
+              f"on {acc.get('oof_n')} subnets of its table; top-1 points") if acc else None),
             ("Exports (current / all)", f"{exports['current']} / {exports['total']}",
              "Current: verified bundles for the searched device of a subnet in the current pareto.csv."),
             (f"Search ({h['algo'] or '—'})", "verified" if h["verified"] else "not verified",

@@ -8,8 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from hwnas.dashboard import charts, data
-from hwnas.dashboard.quality import accuracy_error
-from hwnas.dashboard.views.common import cached_explored, fmt_num, goto_subnet, md, show_missing, table
+from hwnas.dashboard.quality import accuracy_error, band_mae
+from hwnas.dashboard.views.common import cached_explored, fmt_num, goto_subnet, md, show_missing, table, trust_warnings
 
 Y_OPTIONS = {"search objective: predicted top-1 − σ (what the front is computed on)": "objective",
              "predicted top-1 ± σ (the predictor's mean)": "top1_pred"}
@@ -59,6 +59,7 @@ def page_pareto(files: data.RunFiles) -> None:
                                      "--latency-ms X --pareto")
         return
     device = front.device or "device"
+    trust_warnings(files, front.search, [device])
     acc = accuracy_error(files, front.search)
     st.markdown(f"**What is drawn.** {front.objective_text().capitalize()}: the front line is that ranking. "
                 "Measured points sit at their measured coordinates with 95 % intervals.")
@@ -103,7 +104,10 @@ def _explored_note(explored: pd.DataFrame | None, y: str) -> str:
 
 def _caption(front: data.RunFront, acc: dict | None, explored_note: str, refs: pd.DataFrame | None) -> None:
     df = front.df
-    mae = f"±{acc['oof_mae']:.2f} points ({acc['folds']}-fold out-of-fold MAE, n={acc['oof_n']})" if acc else "unknown"
+    band, what = band_mae(acc)
+    mae = f"±{band:.2f} points ({what})" if band is not None else "unknown"
+    if acc and acc.get("held_mae") is not None and acc.get("oof_mae") is not None:
+        mae += f"; out-of-fold MAE {acc['oof_mae']:.2f} on {acc['oof_n']} subnets"
     st.caption(
         f"{int(df['on_front'].sum())} subnets on the front, {int(df['measured'].notna().sum())} with measured "
         f"latency, {int(df['measured_top1'].notna().sum())} with measured top-1 (test split). Blue: predicted; "

@@ -93,6 +93,12 @@ def _accuracy_quality(files: data.RunFiles) -> None:
         show_missing("accuracy predictor", f"hwnas accuracy build --run {files.root} --samples 150 && "
                                            f"hwnas accuracy fit --run {files.root}")
         return
+    if acc.get("held_mae") is not None:
+        metrics((f"Held-out MAE (test-split checks, n={acc['held_n']})", fmt_num(acc["held_mae"], ".2f", " points"),
+                 "Predicted vs test top-1 of the subnets the search evaluated: none was in the table the predictor "
+                 "was fitted on."),
+                ("Held-out bias", fmt_num(acc["held_bias"], "+.2f", " points"), "Positive: predicted too high."),
+                (f"Held-out Kendall τ (n={acc['held_n']})", fmt_num(acc["held_tau"], ".2f")))
     metrics((f"Out-of-fold MAE ({acc['folds']}-fold, n={acc['oof_n']})", fmt_num(acc["oof_mae"], ".2f", " points"),
                 "Mean absolute error of top-1 in percentage points, each subnet predicted by a model fitted "
                 "without it."),

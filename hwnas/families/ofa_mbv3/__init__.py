@@ -109,6 +109,11 @@ class OFAMobileNetV3Family(Family):
 
         return count_params_macs(np.asarray(m, dtype=np.int64), float(width_mult), n_classes)
 
+    def memory_trace(self, row, width_mult: float, n_classes: int, precision: str = "fp32"):
+        from hwnas.families.ofa_mbv3.memory import memory_trace
+
+        return memory_trace(row, float(width_mult), n_classes, precision)
+
     def cost_layout_class(self):
         from hwnas.families.ofa_mbv3.parts import MBV3CostLayout
 

@@ -134,6 +134,11 @@ class OFAProxylessFamily(Family):
 
         return count_params_macs(self.check_rows(m), self.check_width(width_mult), n_classes)
 
+    def memory_trace(self, row, width_mult: float, n_classes: int, precision: str = "fp32"):
+        from hwnas.families.ofa_proxyless.memory import memory_trace
+
+        return memory_trace(row, float(width_mult), n_classes, precision)
+
     def cost_layout_class(self):
         from hwnas.families.ofa_proxyless.parts import ProxylessCostLayout
 
