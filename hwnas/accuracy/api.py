@@ -89,10 +89,12 @@ def estimate_table_seconds(run, n: int) -> float:
     recalibration plus the validation split per subnet, at the median sampled subnet's MACs
     (`CPU_MACS_PER_S`; a GPU is far faster); evaluations the package ships cost nothing. Reads no
     data and loads no weights."""
-    from hwnas.accuracy.precomputed import precomputed_rows
+    from hwnas.accuracy.precomputed import precomputed_table
+    from hwnas.accuracy.table import read_accuracy_table
     from hwnas.supernet.data import BN_IMAGES
 
-    n = max(n - len(precomputed_rows(run, split="val", seed=0, bn_images=BN_IMAGES, max_batches=None)), 0)
+    shipped = precomputed_table(run, split="val", seed=0, bn_images=BN_IMAGES, max_batches=None)
+    n = max(n - (0 if shipped is None else len(read_accuracy_table(shipped.parent, shipped.name, run.space))), 0)
     space = run.space
     _, macs = space.family.count_params_macs(space.sample_matrix(64, 0), space.width_mult, run.n_classes)
     return n * (BN_IMAGES + _val_images(run)) * float(np.median(macs)) / CPU_MACS_PER_S

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["precomputed_rows", "precomputed_key", "precomputed_paths"]
+__all__ = ["precomputed_table", "precomputed_key", "precomputed_paths"]
 
 
 def precomputed_paths() -> tuple[Path, Path]:
@@ -41,21 +41,18 @@ def precomputed_key(run: Any, *, split: str, seed: int, bn_images: int) -> dict[
             "split": split, "seed": int(seed), "bn_images": int(bn_images)}
 
 
-def precomputed_rows(run: Any, *, split: str, seed: int, bn_images: int, max_batches: int | None):
-    """The shipped evaluations that apply to this run (an empty DataFrame when none do)."""
-    import pandas as pd
-
-    from hwnas.accuracy.table import read_accuracy_table
-
+def precomputed_table(run: Any, *, split: str, seed: int, bn_images: int, max_batches: int | None
+                      ) -> Path | None:
+    """The shipped accuracy table when its evaluations apply to this run, else None (the caller
+    reads it: `hwnas.accuracy.table.read_accuracy_table`)."""
     table, key_file = precomputed_paths()
-    empty = pd.DataFrame()
     if max_batches is not None or not (table.exists() and key_file.exists()):
-        return empty
+        return None
     key = precomputed_key(run, split=split, seed=seed, bn_images=bn_images)
     try:
         recorded = json.loads(key_file.read_text())
     except (OSError, ValueError):
-        return empty  # a damaged asset only costs the time to evaluate
+        return None  # a damaged asset only costs the time to evaluate
     if key is None or recorded.get("key") != key:
-        return empty
-    return read_accuracy_table(table.parent, table.name, run.space)
+        return None
+    return table

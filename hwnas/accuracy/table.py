@@ -227,12 +227,13 @@ def _take_precomputed(run, todo: list, path: Path, name: str, *, write: bool, **
     table; returns the subnets still to evaluate."""
     import pandas as pd
 
-    from hwnas.accuracy.precomputed import precomputed_rows
+    from hwnas.accuracy.precomputed import precomputed_table
     from hwnas.run import run_lock
 
-    shipped = precomputed_rows(run, **key)
-    if shipped.empty:
+    path_shipped = precomputed_table(run, **key)
+    if path_shipped is None:
         return todo
+    shipped = read_accuracy_table(path_shipped.parent, path_shipped.name, run.space)
     hit = shipped[shipped["id"].astype(str).isin({a.id for a in todo})].assign(bn_images=key["bn_images"])
     hit = hit[table_columns(run.space)]
     if write and not hit.empty:

@@ -11,7 +11,7 @@ import typer
 
 from hwnas.cli.app import DevicesOpt, app, console, err_console, make_table, seed_option
 from hwnas.errors import InputError
-from hwnas.search.risk import DEFAULT_CONFIDENCE
+from hwnas.search.risk import DEFAULT_CONFIDENCE, DEFAULT_MARGIN
 
 
 def _algo_enum() -> type[Enum]:
@@ -68,7 +68,7 @@ def search_cmd(
     accuracy_checks: Optional[int] = typer.Option(None, "--accuracy-checks", help="Candidates that must fit the "
                                                   "budget on the device; their top-1 is evaluated on the test "
                                                   "split and the best --top-k returned (default: 3 x --top-k)."),
-    latency_margin: float = typer.Option(0.02, "--latency-margin", help="Accept a subnet only if measured ms x "
+    latency_margin: float = typer.Option(DEFAULT_MARGIN, "--latency-margin", help="Accept a subnet only if measured ms x "
                                          "(1 + margin + 2 x its standard error) is within the budget."),
     latency_confidence: float = typer.Option(DEFAULT_CONFIDENCE, "--latency-confidence", help="Search under an "
                                              "upper bound of the predicted latency at this confidence (the "
@@ -86,6 +86,9 @@ def search_cmd(
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="With --verify: put the run's "
                                    "baselines (`hwnas baseline`) against the front: for each, the fastest subnet "
                                    "at most as slow (measured) with a test top-1 at least its own."),
+    refit_rounds: int = typer.Option(1, "--refit-rounds", help="When fewer than --top-k fit on the device: "
+                                     "refit the latency predictors on the verification measurements and search "
+                                     "again, at most this many times (0: never)."),
     finetune_epochs: int = typer.Option(0, "--finetune-epochs", help="Then fine-tune each returned subnet "
                                         "for this many epochs (as `hwnas finetune`; `hwnas export` ships the "
                                         "weights) and report top-1 before and after. 0: no fine-tuning."),
@@ -108,7 +111,7 @@ def search_cmd(
         population=population, generations=generations, n_trials=trials, accuracy_samples=accuracy_samples,
         accuracy_checks=accuracy_checks, latency_margin=latency_margin, accuracy_risk=accuracy_risk,
         latency_confidence=latency_confidence,
-        plot=plot, precision=precision, int8_samples=int8_samples, baselines=baselines)
+        plot=plot, precision=precision, int8_samples=int8_samples, baselines=baselines, refit_rounds=refit_rounds)
     finetune = _finetune_settings(finetune_epochs, seed)
     with EventProgress(err_console) as bar:
         res = run_search(run, settings, progress=bar)

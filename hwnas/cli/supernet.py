@@ -133,7 +133,7 @@ def train(
     data_cfg = data_config(data)
     if init_from is not None:
         from hwnas.supernet.data import DataConfig
-        from hwnas.supernet.transfer import transfer_config
+        from hwnas.supernet.train import transfer_config
 
         cfg = transfer_config(init_from, data_cfg or DataConfig(), config, overrides)
     else:

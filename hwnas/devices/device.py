@@ -8,12 +8,9 @@ every measurement instead of the options.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-if TYPE_CHECKING:
-    from hwnas.devices.base import Backend
 
 __all__ = ["Device", "Precision"]
 
@@ -55,7 +52,7 @@ class Device(BaseModel):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: str) -> str:
-        from hwnas.devices.registry import backend_names
+        from hwnas.devices.backends import backend_names
 
         if value not in backend_names():
             raise ValueError(f"unknown backend '{value}'; known: {', '.join(backend_names())}")
@@ -63,7 +60,7 @@ class Device(BaseModel):
 
     @model_validator(mode="after")
     def _supported(self) -> Device:
-        from hwnas.devices.registry import backend_class
+        from hwnas.devices.backends import backend_class
 
         cls = backend_class(self.backend)
         if self.provider is None and cls.default_provider() is not None:
@@ -83,17 +80,18 @@ class Device(BaseModel):
         return self.host is not None
 
     @property
-    def capabilities(self) -> type[Backend]:
-        """The class of this device's runtime backend, whose class attributes say what the
+    def capabilities(self) -> type:
+        """The class of this device's runtime backend (a `hwnas.devices.base.Backend`), whose class attributes say what the
         runtime can do (`Backend.builds_on_target`, `Backend.fp32_math`, ...): the same for a
         remote device, which `backend_impl` serves through the agent client."""
-        from hwnas.devices.registry import backend_class
+        from hwnas.devices.backends import backend_class
 
         return backend_class(self.backend)
 
-    def backend_impl(self) -> Backend:
-        """The backend object that compiles and loads models for this device."""
-        from hwnas.devices.registry import make_backend
+    def backend_impl(self) -> Any:
+        """The backend object (a `hwnas.devices.base.Backend`) that compiles and loads models for
+        this device."""
+        from hwnas.devices.backends import make_backend
 
         return make_backend(self)
 

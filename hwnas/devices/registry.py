@@ -24,11 +24,12 @@ device named ``<name>-<precision>`` with that precision (`precision_variant`): a
 
 from __future__ import annotations
 
-import importlib
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
+from hwnas.devices.backends import (backend_class, backend_names, make_backend, register_backend,
+                                    register_remote_backend)
 from hwnas.errors import DeviceError
 
 if TYPE_CHECKING:
@@ -48,22 +49,6 @@ __all__ = [
     "list_devices",
     "precision_variant",
 ]
-
-# Backend classes by name, as "module:Class" so that importing the registry stays cheap. The
-# backend modules themselves never import their runtime at module level.
-_BACKENDS: dict[str, str] = {
-    "torch": "hwnas.devices.torch_backend:TorchBackend",
-    "onnxruntime": "hwnas.devices.onnxruntime_backend:OnnxRuntimeBackend",
-    "openvino": "hwnas.devices.openvino_backend:OpenVinoBackend",
-    "executorch": "hwnas.devices.executorch_backend:ExecuTorchBackend",
-    "litert": "hwnas.devices.litert_backend:LiteRtBackend",
-    "tensorrt": "hwnas.devices.tensorrt_backend:TensorRtBackend",
-}
-
-# Extension point for the remote agent client: a factory (or "module:attr") that returns a Backend
-# which sends ONNX bytes + a token to the agent on `device.host`. With None, remote devices report
-# themselves unavailable (Backend.available) instead of pretending to work.
-_REMOTE_FACTORY: Callable[[Device], Backend] | str | None = "hwnas.devices.agent.client:RemoteBackend"
 
 _BUILTIN: list[dict[str, Any]] = [
     dict(name="cpu-torch", backend="torch", provider="cpu",
@@ -100,42 +85,6 @@ _BUILTIN: list[dict[str, Any]] = [
     dict(name="cpu-openvino-bf16", backend="openvino", provider="CPU", precision="bf16",
          description="OpenVINO CPU plugin, bf16 inference precision (its default on AVX512-BF16/AMX CPUs)"),
 ]
-
-
-def backend_names() -> list[str]:
-    return list(_BACKENDS)
-
-
-def backend_class(name: str) -> type[Backend]:
-    try:
-        spec = _BACKENDS[name]
-    except KeyError:
-        raise DeviceError(f"unknown backend '{name}'; known: {', '.join(_BACKENDS)}") from None
-    if isinstance(spec, str):
-        module, _, attr = spec.partition(":")
-        return getattr(importlib.import_module(module), attr)
-    return spec
-
-
-def register_backend(name: str, cls: type[Backend] | str) -> None:
-    """Add a backend (a class or "module:Class"); devices may then name it."""
-    _BACKENDS[name] = cls  # type: ignore[assignment]
-
-
-def register_remote_backend(factory: Callable[[Device], Backend] | None) -> None:
-    """Plug in the remote agent client (see `_REMOTE_FACTORY`)."""
-    global _REMOTE_FACTORY
-    _REMOTE_FACTORY = factory
-
-
-def make_backend(device: Device) -> Backend:
-    if device.host is not None and _REMOTE_FACTORY is not None:
-        factory = _REMOTE_FACTORY
-        if isinstance(factory, str):
-            module, _, attr = factory.partition(":")
-            factory = getattr(importlib.import_module(module), attr)
-        return factory(device)
-    return backend_class(device.backend)(device)
 
 
 def _make_device(obj: Any, source: str) -> Device:

@@ -424,8 +424,9 @@ class _Exporter:
     def _meta(self, cand: Candidate, meta: dict[str, Any], loaders: Any, accuracy: dict[str, Any],
               compiled: _Compiled, latency: dict[str, Any], report: Report, status: str
               ) -> dict[str, Any]:
-        from hwnas.extras import dist_version
         from hwnas.export.manifest import FORMAT, VERSION
+        from hwnas.export.memory import bundle_memory
+        from hwnas.extras import dist_version
 
         arch = cand.arch
         artifact = compiled.artifact
@@ -458,6 +459,7 @@ class _Exporter:
             "predicted": {"latency_ms": cand.predicted_latency_ms(self.device.name),
                           "top1": cand.predicted_top1, "source": cand.source, "row": cand.row},
             "latency": latency,
+            "memory": bundle_memory(self.run.family, arch, int(meta["n_classes"]), self.device.precision, artifact),
             "device": self.device.model_dump(mode="json"),
             "artifact": _relative(artifact.to_dict(), compiled) if artifact else None,
             "onnx": compiled.onnx,

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from hwnas.errors import ConfigError, TableError
-from hwnas.families.base import OFA_RESOLUTIONS, Family, GeneArch, GeneGroup
+from hwnas.families.genes import OFA_RESOLUTIONS, GeneArch, GeneGroup
 
 __all__ = ["FamilySpace", "space_info", "parse_range"]
 
@@ -30,13 +30,13 @@ def parse_range(text: str) -> list[int]:
 
 @dataclass(frozen=True)
 class FamilySpace:
-    family: Family
+    family: Any  # its `hwnas.families.base.Family`
     choices: tuple[tuple[Any, ...], ...]  # per gene group, in the family's order
     r_choices: tuple[int, ...]
     width_mult: float
 
     @classmethod
-    def published(cls, family: Family, width_mult: float | None = None) -> "FamilySpace":
+    def published(cls, family: Any, width_mult: float | None = None) -> "FamilySpace":
         """Once-for-All's space of the family: every choice, r 128..224 step 4."""
         return cls(family, tuple(g.choices for g in family.gene_groups()), OFA_RESOLUTIONS,
                    family.check_width(width_mult))
@@ -147,7 +147,7 @@ class FamilySpace:
         return out
 
     @classmethod
-    def from_dict(cls, family: Family, obj: Mapping[str, Any]) -> "FamilySpace":
+    def from_dict(cls, family: Any, obj: Mapping[str, Any]) -> "FamilySpace":
         if not isinstance(obj, Mapping):
             raise ConfigError(f"a {family.name} search space must be a mapping")
         names = [g.name for g in family.gene_groups()]

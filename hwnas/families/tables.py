@@ -7,12 +7,11 @@ row and column; `stats_frame` adds Once-for-All's exact ``params`` and ``macs`` 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from hwnas.errors import InputError, TableError, shown
-from hwnas.families.base import Family
 from hwnas.fileio import read_parquet
 
 __all__ = ["table_codes", "stats_frame", "read_arch_frame", "read_table_frame", "frame_archs", "archs_frame",
@@ -21,7 +20,7 @@ __all__ = ["table_codes", "stats_frame", "read_arch_frame", "read_table_frame", 
 MIN_R, MAX_R = 16, 512  # resolutions a table may hold (as OFA-MobileNetV3's `SearchSpace.for_tables`)
 
 
-def table_codes(family: Family, df, source: str = "table") -> np.ndarray:
+def table_codes(family: Any, df, source: str = "table") -> np.ndarray:
     """The canonical int matrix [n, 1 + genes] of a DataFrame's flat columns (others ignored).
 
     Every gene that changes the network must be one of its group's choices; genes that do not
@@ -66,7 +65,7 @@ def table_codes(family: Family, df, source: str = "table") -> np.ndarray:
     return family.canonical(filled)
 
 
-def stats_frame(family: Family, df, width_mult: float | None = None, n_classes: int = 1000,
+def stats_frame(family: Any, df, width_mult: float | None = None, n_classes: int = 1000,
                 source: str = "table", precision: str | None = None):
     """A copy of `df` with exact ``params`` and ``macs`` columns (Once-for-All's convention) and,
     with a `precision` ("fp32", "bf16", "int8"), ``ram_kb`` (the planned activation arena at batch

@@ -48,9 +48,17 @@ def register(cls: type[P]) -> type[P]:
     return cls
 
 
+#: the modules of the built-in kinds (each registers its class on import), by name: the base knows
+#: no kind, as the families registry names its families
+_BUILTIN_KINDS = ("hwnas.latency.analytic", "hwnas.latency.lut", "hwnas.latency.mlp", "hwnas.latency.hybrid",
+                  "hwnas.latency.transfer")
+
+
 def _ensure_registered() -> None:
-    # importing the package registers the built-in kinds
-    import hwnas.latency  # noqa: F401
+    import importlib
+
+    for name in _BUILTIN_KINDS:
+        importlib.import_module(name)
 
 
 def predictor_class(kind: str) -> type[LatencyPredictor]:

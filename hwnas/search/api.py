@@ -141,7 +141,31 @@ def run_search(run_dir: str | Path, settings: SearchSettings | str | Sequence[st
     run = open_run(run_dir, create=False)
     # before anything slow: a run without a usable accuracy table is one line, not a long build
     check_accuracy_table(run, settings.accuracy_samples)
-    return _search(run, settings, progress, hooks or SearchHooks())
+    hooks = hooks or SearchHooks()
+    res = _search(run, settings, progress, hooks)
+    rounds = []
+    # fewer than top_k fit: fold the verification measurements into the latency predictors and search again
+    while (settings.verify and len(res.best) < settings.top_k and len(rounds) < settings.refit_rounds
+           and settings.precision == "fp32" and hooks.measure is None):
+        rounds.append({"returned": len(res.best), "measured": res.metrics.get("measured"),
+                       "first_try_within_budget": res.metrics.get("first_try_within_budget")})
+        _refit_latency(run, res.devices, progress)
+        res = _search(run, settings, progress, hooks, refits=rounds)
+    return res
+
+
+def _refit_latency(run, devices: Sequence[str], progress: Progress | None) -> None:
+    """Refit each device's latency predictor on every measurement of the run (the verification
+    measurements just made among them)."""
+    from hwnas.latency.api import fit_from_run
+
+    for d in devices:
+        if progress is not None:
+            progress("verify", message=f"refitting the latency predictor of {d} with the verification measurements")
+        fit_from_run(run.run_dir, d, width_mult=run.space.width_mult, n_classes=run.n_classes,
+                     family=run.family.name)
+
+
 
 
 def _from_keywords(device: str | Sequence[str], latency_ms: float | Sequence[float], algo: str = "evolution",
@@ -160,7 +184,9 @@ def _from_keywords(device: str | Sequence[str], latency_ms: float | Sequence[flo
 
 
 def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHooks,
-            fallback: str | None = None) -> SearchResult:
+            fallback: str | None = None, refits: list[dict[str, Any]] | None = None) -> SearchResult:
+    """One search and its verification, written as one unit. `refits`: what the earlier rounds
+    returned, when the latency predictors were refitted before this one (`run_search`)."""
     t0 = time.perf_counter()
     run_dir = run.run_dir
     budgets, devices = s.budgets, s.devices
@@ -232,7 +258,7 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
         if problems is judged:
             raise
         # the bound left no subnet the search could find: search on point predictions, and say so
-        return _search(run, s.replace(latency_confidence=0.0), progress, hooks, fallback=(
+        return _search(run, s.replace(latency_confidence=0.0), progress, hooks, refits=refits, fallback=(
             f"no subnet found under the latency bound at {s.latency_confidence:g} "
             f"({_budget_text({d: r['search_budget_ms'] for d, r in next(iter(risk.values())).items()})}); "
             "searched on the point predictions instead"))
@@ -325,6 +351,10 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
                            "by_precision": risk, **({"note": fallback} if fallback else {})}
     doc["baselines"] = versus
     doc["tie"] = tie
+    if refits:
+        doc["refits"] = {"rounds": refits, "rule": "fewer than top_k fit: refit the latency predictors on every "
+                                                   "measurement, search and verify again (at most refit_rounds)"}
+        metrics["refits"] = len(refits)
     trust = _latency_trust(run, latency, devices) if s.verify else {}
     doc["latency_trust"] = trust
     if versus:
@@ -334,6 +364,9 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
                          + ("" if precs == ["fp32"] else f" ({s.precision})"),
                    plot=s.plot)
     message = _message(s.verify, top_k, len(chosen), ver, _budget_labels(budgets, variants))
+    if refits:
+        message += (f"; after {len(refits)} refit{'s' if len(refits) > 1 else ''} of the latency predictors on "
+                    f"the verification measurements (the first search returned {refits[0]['returned']})")
     for d, q in trust.items():
         if q and q["poor"]:
             message += f"; {trust_warning(d, q)}"
@@ -723,7 +756,10 @@ def _write(files: RunFiles, front, doc: dict[str, Any], sample: dict[str, np.nda
                        references=reference_models(files.root, first,
                                                    [profile_key(b["name"], b["resolution"]) for b in timed]),
                        baselines=[(f"{b['name']} r{b['resolution']}", b["measured_ms"][first], b["top1"])
-                                  for b in timed])
+                                  for b in timed],
+                       ram_limit_kb=(doc.get("settings") or {}).get("max_ram_kb"),
+                       memory_axis="ram_kb" in set((doc.get("settings") or {}).get("objectives") or ())
+                       or (doc.get("settings") or {}).get("max_ram_kb") is not None)
         else:
             files.pareto_png.unlink(missing_ok=True)
         doc = {"search_id": search_id, **doc, "files": {k: p.name for k, p in paths.items()}}

@@ -14,21 +14,27 @@ __all__ = ["plot_front", "reference_models"]
 
 def plot_front(path: str | Path, front, *, device: str, budget_ms: float, explored=None,
                references: Sequence[tuple[str, float]] = (), title: str = "",
-               baselines: Sequence[tuple[str, float, float]] = ()) -> Path:
+               baselines: Sequence[tuple[str, float, float]] = (), memory_axis: bool = False,
+               ram_limit_kb: float | None = None) -> Path:
     """Write the plot atomically. `front`: DataFrame with ms_pred, top1_pred and, where measured,
     measured_ms; `explored`: optional (ms, top1) arrays of every scored feasible subnet;
     `references`: (name, measured ms) of reference models on the device (their accuracy on this
     task is unknown, so they are marked on the latency axis); `baselines`: (name, measured ms,
-    test top-1) of hand-designed networks trained on this task, drawn as measured points."""
+    test top-1) of hand-designed networks trained on this task, drawn as measured points.
+    `memory_axis`: a second panel, top-1 against the RAM arena (``ram_kb``; measured on the
+    artifact where `measured_ram_kb` is), with `ram_limit_kb` marked."""
     # a bare Agg figure: pyplot's import (backend selection, figure manager) cost more than the
     # drawing itself, and a file needs neither
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7.5, 5), dpi=120)
+    memory_axis = memory_axis and "ram_kb" in front.columns
+    fig = Figure(figsize=(13, 5) if memory_axis else (7.5, 5), dpi=120)
     FigureCanvasAgg(fig)
-    ax = fig.subplots()
+    ax, mem = fig.subplots(1, 2) if memory_axis else (fig.subplots(), None)
     try:
+        if mem is not None:
+            _memory_panel(mem, front, ram_limit_kb)
         if explored is not None and len(explored[0]):
             ax.scatter(explored[0], explored[1], s=4, c="0.8", lw=0, label="explored (predicted)",
                        rasterized=True)
@@ -76,6 +82,25 @@ def plot_front(path: str | Path, front, *, device: str, budget_ms: float, explor
     finally:
         fig.clear()
     return Path(path)
+
+
+def _memory_panel(ax, front, limit: float | None) -> None:
+    """Top-1 against the RAM arena: predicted for every front point, measured where the search
+    checked the artifact."""
+    f = front.sort_values("ram_kb")
+    ax.scatter(f["ram_kb"], f["top1_pred"], s=14, color="tab:blue", label="front (predicted arena)")
+    if "measured_ram_kb" in f and f["measured_ram_kb"].notna().any():
+        m = f[f["measured_ram_kb"].notna()]
+        y = m["measured_top1"].fillna(m["top1_pred"]) if "measured_top1" in m else m["top1_pred"]
+        ax.scatter(m["measured_ram_kb"], y, s=40, marker="D", c="tab:orange", zorder=3,
+                   label="arena measured on the artifact")
+    if limit is not None:
+        ax.axvline(limit, color="tab:red", ls="--", lw=1.2, label=f"RAM limit {limit:.4g} kB")
+    ax.set_xlabel("activation arena (kB, batch 1)")
+    ax.set_ylabel("top-1 (%)")
+    ax.set_title("accuracy vs RAM")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
 
 
 def reference_models(run_dir: str | Path, device: str, leave_out: Sequence[str] = ()) -> list[tuple[str, float]]:

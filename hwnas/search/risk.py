@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["latency_bound", "typical_rel_se", "DEFAULT_CONFIDENCE"]
+__all__ = ["latency_bound", "typical_rel_se", "DEFAULT_CONFIDENCE", "DEFAULT_MARGIN"]
 
 # 0.95, not 0.9: the search picks the subnets the predictor prices lowest, so residuals at its
 # picks run above those of random subnets (the winner's curse); measured in
 # experiments/bench_latency_risk.py
 DEFAULT_CONFIDENCE = 0.95
+#: verification's allowance for noise: accept when measured_ms * (1 + margin + 2 * rel_se) <= budget
+DEFAULT_MARGIN = 0.02
 
 
 def latency_bound(predictor: Any, confidence: float) -> dict[str, Any]:

@@ -15,8 +15,7 @@ from typing import Any, Sequence
 from hwnas.search.checks import SettingError, literal, one_of, positive_number, whole_number, within
 from hwnas.search.goals import Goals
 from hwnas.search.precision import PRECISIONS
-from hwnas.search.risk import DEFAULT_CONFIDENCE
-from hwnas.search.verify import DEFAULT_MARGIN
+from hwnas.search.risk import DEFAULT_CONFIDENCE, DEFAULT_MARGIN
 
 __all__ = ["SearchSettings"]
 
@@ -78,6 +77,9 @@ class SearchSettings:
     int8_samples: int = 8
     #: with `verify`: compare the front with the run's baselines (`hwnas.search.versus`)
     baselines: bool = True
+    #: with `verify`, when fewer than `top_k` fit: refit the latency predictors on the verification
+    #: measurements and search again, at most this many times
+    refit_rounds: int = 1
     #: device -> latency budget (ms), from `device` and `latency_ms`
     budgets: dict[str, float] = field(init=False, repr=False, compare=False)
 
@@ -91,6 +93,7 @@ class SearchSettings:
         algorithm = get_algorithm(self.algo)
         for name in ("population", "generations", "n_trials", "accuracy_checks", "max_measure"):
             whole_number(name, getattr(self, name), optional=True)
+        whole_number("refit_rounds", self.refit_rounds, least=0)
         for name in ("workers", "top_k", "int8_samples"):
             whole_number(name, getattr(self, name))
         algorithm.check_parallel(self.workers, self.storage)

@@ -26,13 +26,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hwnas.search.problem import Batch, Problem, ms_key
+from hwnas.search.risk import DEFAULT_MARGIN
 
 __all__ = ["Measure", "Verification", "verify_candidates", "device_measure", "acceptance_rule",
            "DEFAULT_MARGIN"]
 
 # (device, archs of the run's family) -> measured ms, or (measured ms, relative standard errors)
 Measure = Callable[[str, Sequence[Any]], "np.ndarray | tuple[np.ndarray, np.ndarray]"]
-DEFAULT_MARGIN = 0.02
 
 
 def acceptance_rule(margin: float) -> str:

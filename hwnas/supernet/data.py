@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
 from hwnas.errors import InputError
+from hwnas.supernet.splits import stratified_split
 
 __all__ = [
     "DataConfig",
@@ -292,21 +293,6 @@ class EpochShuffleSampler(Sampler[int]):
         order = np.random.default_rng([self.seed, self.epoch]).permutation(self.n)
         self.epoch += 1
         return iter(order.tolist())
-
-
-def stratified_split(labels: Sequence[int] | np.ndarray, val_fraction: float, test_fraction: float,
-                     seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Split indices into (train, val, test), each class in the same proportions; sorted arrays."""
-    labels = np.asarray(labels)
-    rng = np.random.default_rng(seed)
-    parts: list[list[np.ndarray]] = [[], [], []]
-    for c in np.unique(labels):
-        idx = rng.permutation(np.flatnonzero(labels == c))
-        n_val, n_test = round(len(idx) * val_fraction), round(len(idx) * test_fraction)
-        parts[1].append(idx[:n_val])
-        parts[2].append(idx[n_val:n_val + n_test])
-        parts[0].append(idx[n_val + n_test:])
-    return tuple(np.sort(np.concatenate(p)).astype(np.int64) for p in parts)  # type: ignore[return-value]
 
 
 def _channel_stats(images: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:

@@ -138,7 +138,7 @@ def read_embedded(root: Path | None = None) -> FashionArrays:
 def val_rows(all_train_labels: np.ndarray, val_images: int, seed: int) -> np.ndarray:
     """The original training rows held out for validation: `val_images` spread over the classes in
     their proportions, drawn with `seed` (sorted)."""
-    from hwnas.supernet.data import stratified_split
+    from hwnas.supernet.splits import stratified_split
 
     fraction = val_images / len(all_train_labels)
     _, val, _ = stratified_split(all_train_labels, fraction, 0.0, seed)

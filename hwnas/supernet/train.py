@@ -39,7 +39,7 @@ from hwnas.fileio import atomic_write_json, atomic_write_text
 from hwnas.supernet.data import DataConfig, build_loaders, resize_batch
 
 __all__ = ["PhaseConfig", "TrainConfig", "Phase", "build_phases", "train_supernet", "load_train_config",
-           "cosine_lr", "param_groups", "kd_loss"]
+           "cosine_lr", "param_groups", "kd_loss", "transfer_config"]
 
 # a family runs the ones it has; "elastic" opens every gene at once (a transferred supernet is
 # elastic already: it skips the shrinking phases)
@@ -577,3 +577,20 @@ def _quick_eval(model, phase, calib, val_loader, cfg, recalibrate_bn, evaluate) 
         if phase.name == "full":
             break
     return out
+
+
+def transfer_config(init_from: str | Path, data: Any, config: str | Path | None = None,
+                    overrides: list[str] = ()) -> TrainConfig:
+    """The training config of a transfer (`hwnas train --init-from`, `hwnas.supernet.transfer`): the source's family, space (resolutions included) and
+    dropout, then the default recipe (or the YAML `config` over hwnas's defaults), then
+    ``--set`` `overrides`; the target dataset `data` (a `DataConfig`) last."""
+    from hwnas.supernet.checkpoint import load_checkpoint_meta
+    from hwnas.supernet.transfer import TRANSFER_RECIPE, source_stem
+
+    meta = load_checkpoint_meta(source_stem(init_from))
+    base = {**TrainConfig().model_dump(mode="json"), "family": meta.get("family", DEFAULT_FAMILY),
+            "space": meta["space"], "dropout": meta.get("extra", {}).get("config", {}).get("dropout", 0.1)}
+    if config is None:
+        base.update(TRANSFER_RECIPE, phases=dict(TRANSFER_RECIPE["phases"]))
+    base.update(init_from=str(init_from), data=data.model_dump(mode="json"))
+    return load_train_config(config, list(overrides), base=base, keep=("data", "init_from"))

@@ -22,9 +22,7 @@ from hwnas.families import DEFAULT_FAMILY
 if TYPE_CHECKING:
     import torch.nn as nn
 
-    from hwnas.supernet.train import TrainConfig
-
-__all__ = ["TRANSFER_RECIPE", "CLASSIFIER", "source_stem", "transfer_config", "load_source"]
+__all__ = ["TRANSFER_RECIPE", "CLASSIFIER", "source_stem", "load_source"]
 
 #: what `hwnas train --init-from` runs without --config, chosen by experiment (the shipped
 #: Fashion-MNIST supernet carried to the embedded MNIST digits, `bench_transfer.py --part recipes`):
@@ -49,24 +47,7 @@ def source_stem(init_from: str | Path) -> Path:
     return Path(init_from)
 
 
-def transfer_config(init_from: str | Path, data: Any, config: str | Path | None = None,
-                    overrides: list[str] = ()) -> "TrainConfig":
-    """The training config of a transfer: the source's family, space (resolutions included) and
-    dropout, then the default recipe (or the YAML `config` over hwnas's defaults), then
-    ``--set`` `overrides`; the target dataset `data` (a `DataConfig`) last."""
-    from hwnas.supernet.checkpoint import load_checkpoint_meta
-    from hwnas.supernet.train import TrainConfig, load_train_config
-
-    meta = load_checkpoint_meta(source_stem(init_from))
-    base = {**TrainConfig().model_dump(mode="json"), "family": meta.get("family", DEFAULT_FAMILY),
-            "space": meta["space"], "dropout": meta.get("extra", {}).get("config", {}).get("dropout", 0.1)}
-    if config is None:
-        base.update(TRANSFER_RECIPE, phases=dict(TRANSFER_RECIPE["phases"]))
-    base.update(init_from=str(init_from), data=data.model_dump(mode="json"))
-    return load_train_config(config, list(overrides), base=base, keep=("data", "init_from"))
-
-
-def load_source(cfg: "TrainConfig", model: "nn.Module", class_names: list[str]) -> dict[str, Any]:
+def load_source(cfg: Any, model: "nn.Module", class_names: list[str]) -> dict[str, Any]:
     """Load the source checkpoint's weights into `model` (built for the target's classes); returns
     the record the new checkpoint keeps. One line for a source that does not fit."""
     import torch

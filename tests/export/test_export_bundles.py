@@ -62,6 +62,14 @@ def test_ort_bundle_onnx_matches_the_pytorch_subnet_on_real_digits(ort_bundle, e
     measured = meta["latency"]["measured"]
     assert measured["corrected_ms"] > 0 and measured["device"] == "cpu-ort"
     assert meta["device"]["name"] == "cpu-ort" and meta["runtime_versions"]["onnxruntime"]
+    from hwnas.families.memory import KB, family_memory
+
+    memory = meta["memory"]  # predicted beside what ONNX Runtime took to load and run the shipped model
+    ram, flash = family_memory(archs[0].family, [list(archs[0].to_row())], archs[0].w, 10)
+    assert memory["predicted"] == {**memory["predicted"], "precision": "fp32", "ram_kb": ram[0] / KB,
+                                   "flash_kb": flash[0] / KB}
+    assert memory["measured"]["model_file_kb"] == (ort_bundle / "model.onnx").stat().st_size / KB
+    assert memory["measured"]["onnxruntime_peak_kb"] is None or memory["measured"]["onnxruntime_peak_kb"] > 0
     files = meta["files"]
     assert {"model.onnx", "weights.safetensors", "verify.json"} <= set(files)
     assert all(files[n]["sha256"] == sha256_file(ort_bundle / n) for n in files)

@@ -44,9 +44,9 @@ class OffTargetBackend(Backend):
 
 @pytest.fixture
 def off_target(monkeypatch):
-    from hwnas.devices import registry
+    from hwnas.devices import backends
 
-    monkeypatch.setitem(registry._BACKENDS, "off-target", OffTargetBackend)
+    monkeypatch.setitem(backends._BACKENDS, "off-target", OffTargetBackend)
     OffTargetBackend.kits.clear()
     return Device(name="board", backend="off-target")
 

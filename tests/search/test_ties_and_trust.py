@@ -59,3 +59,28 @@ def test_a_poor_predictor_on_held_out_subnets_is_flagged(tmp_path, monkeypatch):
     assert "--samples auto" in trust.trust_warning("dev", bad) and "hwnas latency fit" in trust.trust_warning("dev", bad)
     assert trust.held_out_quality(tmp_path, "dev", _Pred(list(df["key"]))) is None  # nothing held out
     assert trust.held_out_quality(tmp_path, "dev", SimpleNamespace(meta=SimpleNamespace(notes={}))) is None
+
+
+def test_too_few_fitting_refits_the_latency_predictors_and_searches_again(monkeypatch, tmp_path):
+    import hwnas.search.api as api
+    from hwnas.search.settings import SearchSettings
+
+    returned = iter([1, 3])
+    calls, refits = [], []
+
+    def fake_search(run, s, progress, hooks, fallback=None, refits=None):
+        calls.append(list(refits or []))
+        n = next(returned)
+        return SimpleNamespace(best=[{}] * n, devices=["dev"], metrics={"measured": 6, "first_try_within_budget": 0.2})
+
+    monkeypatch.setattr(api, "_search", fake_search)
+    monkeypatch.setattr(api, "_refit_latency", lambda run, devices, progress: refits.append(devices))
+    monkeypatch.setattr("hwnas.accuracy.api.check_accuracy_table", lambda *a: None)
+    monkeypatch.setattr("hwnas.run.open_run", lambda *a, **k: SimpleNamespace())
+    res = api.run_search(tmp_path, SearchSettings("dev", 1.0, top_k=3))
+    assert len(res.best) == 3 and refits == [["dev"]]
+    assert calls == [[], [{"returned": 1, "measured": 6, "first_try_within_budget": 0.2}]]
+    returned = iter([1])
+    calls.clear()
+    api.run_search(tmp_path, SearchSettings("dev", 1.0, top_k=3, refit_rounds=0))
+    assert len(calls) == 1  # never refitted

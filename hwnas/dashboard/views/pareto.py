@@ -4,6 +4,7 @@ recommended subnet, explored subnets, budget, references, and a filterable table
 from __future__ import annotations
 
 import altair as alt
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -86,6 +87,7 @@ def page_pareto(files: data.RunFiles) -> None:
         _caption(front, acc, explored_note, refs)
         _recommended(front)
         _baselines(versus, device)
+    _memory(df, front.search)
     _history(front)
 
 
@@ -172,6 +174,33 @@ def _table(df: pd.DataFrame) -> str | None:
     if c[1].button("Open the selected subnet", key="open_selected"):
         goto_subnet(chosen)
     return chosen
+
+
+def _memory(df: pd.DataFrame, search: dict | None) -> None:
+    """Top-1 against the RAM arena or the flash bytes, where pareto.csv has them (a family with a
+    memory model): predicted for every subnet, measured on the artifact where the search checked it."""
+    if "ram_kb" not in df.columns or pd.to_numeric(df["ram_kb"], errors="coerce").isna().all():
+        return
+    st.subheader("Memory")
+    axis = st.radio("Memory shown", ["RAM arena", "flash (weights)"], key="pareto_memory", horizontal=True)
+    col = "ram_kb" if axis == "RAM arena" else "flash_kb"
+    show = df.assign(kb=pd.to_numeric(df.get(col), errors="coerce"), top1=df["measured_top1"].fillna(df["top1_pred"]),
+                     top1_is=np.where(df["measured_top1"].notna(), "measured (test)", "predicted"))
+    limit = ((search or {}).get("settings") or {}).get("max_ram_kb" if col == "ram_kb" else "max_flash_kb")
+    chart = alt.Chart(show).mark_point(filled=True).encode(
+        x=alt.X("kb:Q", title=f"{axis} (kB = 1024 bytes, predicted)", scale=alt.Scale(zero=False)),
+        y=alt.Y("top1:Q", title="top-1 %", scale=alt.Scale(zero=False)),
+        color=alt.Color("top1_is:N", title="top-1"), shape=alt.Shape("on_front:N", title="on the front"),
+        tooltip=["id", alt.Tooltip("kb:Q", format=".1f", title=f"{axis} kB"), alt.Tooltip("top1:Q", format=".2f")])
+    if isinstance(limit, (int, float)):
+        chart = chart + alt.Chart(pd.DataFrame({"kb": [float(limit)]})).mark_rule(color="red", strokeDash=[4, 3]).encode(
+            x="kb:Q")
+    st.altair_chart(charts.svg(chart.properties(height=260)), width="stretch")
+    measured = f"measured_{col}"
+    n = int(pd.to_numeric(df[measured], errors="coerce").notna().sum()) if measured in df.columns else 0
+    st.caption(f"Predicted by hwnas's memory model (the arena ExecuTorch's planner reserves at batch 1, the "
+               f"weight bytes); {n} subnets also measured on an exported ExecuTorch program"
+               + (f"; red: the search's limit {float(limit):.4g} kB" if isinstance(limit, (int, float)) else "") + ".")
 
 
 def _history(front: data.RunFront) -> None:

@@ -16,13 +16,13 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from hwnas.errors import ConfigError, InputError
+from hwnas.errors import ConfigError, InputError, TableError, shown
 from hwnas.families.base import OFA_RESOLUTIONS, Family
 from hwnas.families.ofa_mbv3.arch import FLAT_COLUMNS, PAD_E, PAD_KS, ROW_LEN, Arch, FieldIdentity, as_int
 from hwnas.families.ofa_mbv3.plan import D_CHOICES, E_CHOICES, KS_CHOICES, MAX_DEPTH, N_SLOTS, N_STAGES, slots_used
 from hwnas.families.space import FamilySpace, parse_range
 
-__all__ = ["SearchSpace", "check_matrix", "MAX_KS", "MAX_E", "MAX_R"]
+__all__ = ["SearchSpace", "check_matrix", "MAX_KS", "MAX_E", "MAX_R", "archs_from_frame", "reason_to_column"]
 
 
 def _choices(values: Iterable[Any], name: str) -> tuple[int, ...]:
@@ -215,8 +215,6 @@ class SearchSpace(FieldIdentity, FamilySpace):
     def archs_from_frame(self, df, source: str = "table") -> list[Arch]:
         """As every space's, with this family's table reader (its rows may hold any network's values
         and its errors name the slot's column)."""
-        from hwnas.families.ofa_mbv3.tables import archs_from_frame
-
         return archs_from_frame(df, self, source=source)
 
     def mutate(self, arch: Arch, rng: np.random.Generator | int | None = None,
@@ -395,3 +393,61 @@ def check_matrix(m: np.ndarray, space: SearchSpace | None = None) -> tuple[int, 
     if space is not None:
         return i, f"r={r[i]} is not one of the space's resolutions {_fmt_choices(space.r_choices)}"
     return i, f"r={r[i]} is not one of 1..{MAX_R}"
+
+
+def archs_from_frame(df, space: SearchSpace | None = None, w: float | None = None,
+                     source: str = "table") -> list[Arch]:
+    """Parse the flat columns of `df` into archs. Extra columns are ignored.
+
+    Errors name the row (1-based, as in the data rows of the file) and the column.
+    Used slots, depths and resolution must be among the choices of `space`, or without one of
+    `SearchSpace.for_tables(w)` (the check is `check_matrix`).
+    """
+    import pandas as pd
+
+    missing = [c for c in FLAT_COLUMNS if c not in df.columns]
+    if missing:
+        names = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise TableError(f"{source} lacks the column(s) {names}; it needs r, ks_0..ks_19, "
+                         "e_0..e_19, d_0..d_4")
+    if w is None:
+        w = space.width_mult if space is not None else 1.0
+    values = df[list(FLAT_COLUMNS)]
+    numeric = values.apply(pd.to_numeric, errors="coerce")
+    bad = numeric.isna() | (numeric != numeric.round())
+    if bad.to_numpy().any():
+        i, j = np.argwhere(bad.to_numpy())[0]
+        raise TableError(f"{source} row {i + 1}, column {FLAT_COLUMNS[j]}: "
+                         f"{shown(values.iat[i, j])} is not an integer")
+    huge = (numeric.abs() > 2**31 - 1).to_numpy()
+    if huge.any():  # before the int64 cast, which would wrap (or raise OverflowError) on them
+        i, j = np.argwhere(huge)[0]
+        raise TableError(f"{source} row {i + 1}, column {FLAT_COLUMNS[j]}: "
+                         f"{values.iat[i, j]} is out of range")
+    m = numeric.to_numpy(dtype=np.int64)
+    found = check_matrix(m, space if space is not None else SearchSpace.for_tables(w))
+    if found is not None:
+        raise TableError(f"{source} row {found[0] + 1}: {reason_to_column(found[1])}")
+    if space is not None and len(m) and float(w) != space.width_mult:
+        raise TableError(f"{source}: width multiplier {float(w)} differs from the space's "
+                         f"{space.width_mult}")
+    archs = []
+    for i, row in enumerate(m):
+        try:
+            archs.append(Arch.from_row(row.tolist(), w))
+        except InputError as err:
+            raise TableError(f"{source} row {i + 1}: {err.message}") from None
+    return archs
+
+
+def reason_to_column(reason: str) -> str:
+    """'ks[3]=9 is not ...' -> 'column ks_3: 9 is not ...' so table errors name columns."""
+    import re
+
+    m = re.match(r"(ks|e|d)\[(\d+)\]=(\S+) (.*)", reason)
+    if m:
+        return f"column {m.group(1)}_{m.group(2)}: {m.group(3)} {m.group(4)}"
+    m = re.match(r"r=(\S+) (.*)", reason)
+    if m:
+        return f"column r: {m.group(1)} {m.group(2)}"
+    return reason
