@@ -47,6 +47,7 @@ from hwnas.errors import DeviceError, HwnasError, InputError
 from hwnas.export.budget import judge_latency, search_verification
 from hwnas.export.manifest import (VERIFY_JSON, check_destination, discard, publish, staging_dir,
                                    write_manifest)
+from hwnas.export.memory import bundle_memory
 from hwnas.export.resolve import Candidate, pareto_members, resolve_subnet
 from hwnas.export.verify import (Report, Tolerance, VerificationError, compare, input_dependence,
                                  run_batched, tolerance_for)
@@ -263,15 +264,17 @@ class _Exporter:
             status = ("failed: " + "; ".join(report.failures()) if not report.passed
                       else f"onnx-only: {self.offline}" if compiled.artifact is None
                       else "verified")
+            memory = bundle_memory(self.run.family, arch, int(meta["n_classes"]), self.device.precision,
+                                   compiled.artifact)
             atomic_write_json(stage / VERIFY_JSON, {
                 "status": status, **report.to_dict(), "device": self.device.name, "precision": precision,
                 "images": {"split": "test", "n": int(len(images)), "resolution": arch.r},
                 "weights": _weights_source(finetuned),
                 **({precision: reduced} if reduced is not None else {}),
-                "latency": latency})
+                "latency": latency, "memory": memory})
             if reduced is not None:
                 accuracy = {**accuracy, precision: reduced}
-            manifest = self._meta(cand, meta, loaders, accuracy, compiled, latency, report, status)
+            manifest = self._meta(cand, meta, loaders, accuracy, compiled, latency, report, status, memory)
             write_manifest(stage, {**manifest, "finetuned": _weights_source(finetuned)["finetuned"]})
         except BaseException:
             discard(stage)
@@ -422,10 +425,9 @@ class _Exporter:
         return self._session
 
     def _meta(self, cand: Candidate, meta: dict[str, Any], loaders: Any, accuracy: dict[str, Any],
-              compiled: _Compiled, latency: dict[str, Any], report: Report, status: str
-              ) -> dict[str, Any]:
+              compiled: _Compiled, latency: dict[str, Any], report: Report, status: str,
+              memory: dict[str, Any]) -> dict[str, Any]:
         from hwnas.export.manifest import FORMAT, VERSION
-        from hwnas.export.memory import bundle_memory
         from hwnas.extras import dist_version
 
         arch = cand.arch
@@ -459,7 +461,7 @@ class _Exporter:
             "predicted": {"latency_ms": cand.predicted_latency_ms(self.device.name),
                           "top1": cand.predicted_top1, "source": cand.source, "row": cand.row},
             "latency": latency,
-            "memory": bundle_memory(self.run.family, arch, int(meta["n_classes"]), self.device.precision, artifact),
+            "memory": memory,
             "device": self.device.model_dump(mode="json"),
             "artifact": _relative(artifact.to_dict(), compiled) if artifact else None,
             "onnx": compiled.onnx,

@@ -164,17 +164,21 @@ def conv_bn(tr: TensorTrace, x: int, cin: int, cout: int, k: int, size_out: int,
 
 def activation(tr: TensorTrace, x: int, kind: str, numel: int) -> int:
     """relu / relu6: one operator; h_swish ``x * relu6(x + 3) / 6`` and h_sigmoid ``relu6(x + 3) /
-    6``: an add, two clamps, (a multiply,) a divide, each scalar copied in first."""
+    6``: an add, two clamps, (a multiply,) a divide, each scalar copied in first. In bf16 the
+    decomposition runs in fp32 between two dtype copies (as ExecuTorch's edge dialect lowers it)."""
     if kind in ("relu", "relu6"):
         return tr.op((x,), numel)
     if kind not in ("h_swish", "h_sigmoid"):
         raise InputError(f"no memory model for activation {kind!r}")
+    wide = 4 * numel if tr.precision == "bf16" else None
+    src = tr.op((x,), numel, nbytes=wide) if wide else x
     three = tr.scalar()
-    y = tr.op((tr.op((tr.op((x, three), numel),), numel),), numel)
+    y = tr.op((tr.op((tr.op((src, three), numel, wide),), numel, wide),), numel, wide)
     if kind == "h_swish":
-        y = tr.op((x, y), numel)
+        y = tr.op((src, y), numel, wide)
     six = tr.scalar()
-    return tr.op((y, six), numel)
+    y = tr.op((y, six), numel, wide)
+    return tr.op((y,), numel) if wide else y
 
 
 def squeeze_excite(tr: TensorTrace, x: int, channels: int, squeezed: int, size: int) -> int:

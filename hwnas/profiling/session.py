@@ -235,10 +235,18 @@ class DeviceSession:
         return self.measure(key, artifact), artifact
 
     def row_meta(self, artifact: Artifact | None = None) -> dict[str, Any]:
-        """The store row's `meta` of a measurement in this session: the reference, and for INT8
-        devices what the artifact calibrated on."""
+        """The store row's `meta` of a measurement in this session: the reference; what the artifact
+        reserves (an ExecuTorch program's memory plan, `memory`) and weighs on disk (`artifact_bytes`);
+        for INT8 devices what it calibrated on."""
         meta: dict[str, Any] = {"reference": self.reference.to_ofa_dict()}
-        if artifact is not None and self.device.precision == "int8":
+        if artifact is None:
+            return meta
+        if "memory" in artifact.metadata:
+            meta["memory"] = dict(artifact.metadata["memory"])
+        files = [Path(f) for f in artifact.files if Path(f).is_file()]
+        if files:
+            meta["artifact_bytes"] = sum(f.stat().st_size for f in files)
+        if self.device.precision == "int8":
             meta.update({k: artifact.metadata[k] for k in ("calibration", "calibration_images")
                          if k in artifact.metadata})
         return meta

@@ -136,7 +136,8 @@ def test_pareto_page_is_at_least_pareto_png(page, pick, tmp_path):
     text = page.locator(".vega-embed").first.inner_html()
     for label in ("Pareto front (predicted top-1 − σ)", "measured top-1 and latency, within budget",
                   "latency budget",
-                  "reference model (measured latency)", "out-of-fold MAE", "recommended: the search's pick",
+                  "reference model (measured latency)", "accuracy predictor's MAE (held-out where measured)",
+                  "recommended: the search's pick",
                   "95 % interval of a measurement", "latency on cpu-ort (ms)",
                   "top-1 % (search objective; measured where marked)", "mobilenetv3_small_050"):
         assert label in text, label
@@ -228,7 +229,7 @@ def test_overview_cards_runs_and_export_flags(page, pick, tmp_path):
     no_errors(page)
     labels = " | ".join(page.locator('[data-testid="stMetric"]').all_inner_texts())
     for label in ("Device (searched)", "Latency budget", "Hypervolume", "★ Recommended subnet",
-                  "Accuracy MAE (out-of-fold)", "Exports (current / all)"):
+                  "Accuracy MAE held-out / out-of-fold", "Exports (current / all)"):
         assert label in labels, label
     assert pick in labels and "0 / 1" in labels and "points" in labels  # the only bundle is orphaned
     page.get_by_text("orphaned: not in the current pareto.csv").first.wait_for(state="attached")

@@ -7,7 +7,7 @@ import pytest
 from hwnas.devices import Device, backend_names, get_backend, get_device, list_devices, load_devices
 from hwnas.errors import DeviceError
 
-BUILTINS = ["cpu-torch", "cpu-ort", "cpu-openvino", "mobile-xnnpack", "mobile-litert",
+BUILTINS = ["cpu-torch", "cpu-ort", "cpu-openvino", "mobile-xnnpack", "edge-portable", "mobile-litert",
             "cuda-torch", "cuda-ort", "trt"]
 INT8 = ["cpu-ort-int8", "cpu-openvino-int8", "mobile-xnnpack-int8", "trt-int8"]  # test_devices_int8
 BF16 = ["cpu-openvino-bf16"]  # test_devices_bf16

@@ -49,11 +49,15 @@ def test_memory_is_per_distinct_row_and_cached():
     assert (ram[:40] == ram[40:]).all() and (flash[:40] == flash[40:]).all()
 
 
-@pytest.mark.parametrize("name", [n for n in family_names() if get_family(n).has_memory_model])
-def test_the_trace_equals_executorchs_memory_plan(name):
-    """One subnet per family exported with portable kernels: ExecuTorch's planned arena, byte for
-    byte; constants within 2% (a static subnet's fresh BN statistics are shared between equal
-    tensors, which trained weights are not)."""
+_CASES = [(n, "fp32") for n in family_names() if get_family(n).has_memory_model] + [("ofa-mbv3", "bf16")]
+
+
+@pytest.mark.parametrize("name,precision", _CASES)
+def test_the_trace_equals_executorchs_memory_plan(name, precision):
+    """One subnet per family exported with portable kernels (and an OFA-MobileNetV3 one in bf16,
+    whose h_swish runs in fp32): ExecuTorch's planned arena, byte for byte; constants within 2% (a
+    static subnet's fresh BN statistics are shared between equal tensors, which trained weights
+    are not)."""
     pytest.importorskip("executorch.exir")
     import torch
     from executorch import exir
@@ -61,12 +65,15 @@ def test_the_trace_equals_executorchs_memory_plan(name):
     from hwnas.devices.executorch_backend import program_memory
 
     fam = get_family(name)
-    space = fam.space_from_dict({**fam.default_space().to_dict(), "r": [32]})
+    space = fam.space_from_dict({**fam.default_space().to_dict(), "r": [36 if precision == "bf16" else 32]})
     arch = space.from_matrix(sample_mixed(space, 1, np.random.default_rng(4)))[0]
     net = fam.static_subnet(arch, 10).eval()
-    program = exir.to_edge(torch.export.export(net, (torch.randn(1, 3, arch.r, arch.r),))).to_executorch()
+    x = torch.randn(1, 3, arch.r, arch.r)
+    if precision == "bf16":
+        net, x = net.to(torch.bfloat16), x.to(torch.bfloat16)
+    program = exir.to_edge(torch.export.export(net, (x,))).to_executorch()
     got = program_memory(program)
-    ram, flash = family_memory(fam, space.to_matrix([arch]), space.width_mult, 10)
+    ram, flash = family_memory(fam, space.to_matrix([arch]), space.width_mult, 10, precision)
     assert got["arena_bytes"] == int(ram[0])
     assert abs(got["constant_bytes"] / int(flash[0]) - 1) < 0.02
 
