@@ -67,9 +67,11 @@ def _print_quickstart(res) -> None:
     trust = (res.search.latency_trust or {}).get(s.device) if res.search is not None else None
     if trust:
         tau = "-" if trust["kendall_tau"] is None else f"{trust['kendall_tau']:.2f}"
-        summary.add_row("latency, held-out", f"{trust['n']} subnets measured after the fit: "
-                        f"{100 * trust['within_10']:.0f}% within ±10%, Kendall tau {tau}"
-                        + (" - POOR: " + trust_warning(s.device, trust) if trust["poor"] else ""))
+        summary.add_row("latency, held-out", f"{trust['n']} subnets measured after the fit: median error "
+                        f"{100 * trust['median_abs_error']:.0f}% ({100 * trust['median_error']:+.0f}% bias), "
+                        f"{100 * trust['within_10']:.0f}% within ±10%, Kendall tau {tau}")
+        if trust["poor"]:
+            summary.add_row("POOR latency predictor", trust_warning(s.device, trust))
     if res.search is not None and res.search.tie:
         summary.add_row("tie", res.search.tie["message"])
     summary.add_row("budget", f"{res.budget_ms} ms (accepted: measured x (1 + margin + 2 SE) within it)")

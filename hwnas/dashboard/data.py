@@ -183,9 +183,10 @@ def latency_trust(files: RunFiles, search: dict[str, Any] | None) -> dict[str, d
         if not (isinstance(q, dict) and isinstance(device, str) and isinstance(q.get("n"), int)
                 and isinstance(q.get("within_10"), (int, float)) and isinstance(q.get("poor"), bool)):
             continue
-        tau = q.get("kendall_tau")
+        tau, err = q.get("kendall_tau"), q.get("median_abs_error")
         out[device] = {"n": q["n"], "within_10": float(q["within_10"]), "poor": q["poor"],
                        "kendall_tau": float(tau) if isinstance(tau, (int, float)) else None,
+                       "median_abs_error": float(err) if isinstance(err, (int, float)) else None,
                        "fix": f"hwnas profile --run {files.root} --device {device} --samples auto",
                        "refit": f"hwnas latency fit --run {files.root} --device {device}"}
     return out

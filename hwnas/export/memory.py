@@ -3,9 +3,9 @@
 - predicted: the subnet's activation arena and weight bytes at the device's precision
   (`hwnas.families.memory`; kB = 1024 bytes);
 - an ExecuTorch artifact: the planned arena and constant bytes its program records;
-- an ONNX model run by ONNX Runtime: the process's resident high-water mark over loading the
-  model and its first inference (weights, arena and ONNX Runtime's own buffers; Linux, where the
-  mark can be reset), with the shipped model's file size.
+- an ONNX model run by ONNX Runtime: how far a fresh process's resident high-water mark rises over
+  loading the model and its first inference (weights, arena and ONNX Runtime's own buffers;
+  Linux), with the shipped model's file size.
 """
 
 from __future__ import annotations
@@ -34,38 +34,47 @@ def bundle_memory(family: Any, arch: Any, n_classes: int, precision: str, artifa
         peak = onnxruntime_peak_bytes(Path(artifact.path), tuple(artifact.input_shape))
         out["measured"] = {"model_file_kb": Path(artifact.path).stat().st_size / KB,
                            **({"onnxruntime_peak_kb": peak / KB} if peak is not None else
-                              {"onnxruntime_peak_kb": None, "note": "the resident high-water mark cannot be reset here"}),
-                           "what": "resident high-water increase over loading the ONNX model in ONNX Runtime "
-                                   "(CPU, one thread) and its first inference"}
+                              {"onnxruntime_peak_kb": None, "note": "no /proc here, or the probe failed"}),
+                           "what": "a fresh process's resident high-water increase over loading the ONNX model "
+                                   "in ONNX Runtime (CPU, one thread) and its first inference"}
     return out
 
 
-def _status(field: str) -> int | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+# run in a fresh interpreter: in the exporting process freed memory stays resident, so a session's
+# allocations would not raise its high-water mark
+_PROBE = """
+import sys
+from pathlib import Path
+import numpy as np
+import onnxruntime as ort
+
+def status(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+
+before = status("VmRSS")
+opts = ort.SessionOptions()
+opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+sess = ort.InferenceSession(sys.argv[1], opts, providers=["CPUExecutionProvider"])
+shape = [int(v) for v in sys.argv[2].split(",")]
+sess.run(None, {sess.get_inputs()[0].name: np.zeros(shape, dtype=np.float32)})
+print(status("VmHWM") - before)
+"""
 
 
 def onnxruntime_peak_bytes(model: Path, shape: tuple[int, ...]) -> int | None:
-    """Bytes the process's resident high-water mark rises by over an ONNX Runtime session's load
-    and first run on zeros; None where the mark cannot be reset (not Linux)."""
-    import numpy as np
-    import onnxruntime as ort
+    """Bytes a fresh process's resident high-water mark rises by over loading `model` in ONNX
+    Runtime (CPU, one thread) and one run on zeros, after its imports; None where /proc is not
+    there (not Linux) or the probe fails."""
+    import subprocess
+    import sys
 
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current resident size
-    except OSError:
+    if not Path("/proc/self/status").exists():
         return None
-    before = _status("VmRSS")
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
-    sess.run(None, {name: np.zeros(shape, dtype=np.float32)})
-    peak = _status("VmHWM")
-    del sess
-    return None if before is None or peak is None else max(peak - before, 0)
+    try:
+        done = subprocess.run([sys.executable, "-c", _PROBE, str(model), ",".join(map(str, shape))],
+                              capture_output=True, text=True, timeout=120, check=True)
+        return max(int(done.stdout.strip().splitlines()[-1]), 0)
+    except (subprocess.SubprocessError, OSError, ValueError, IndexError):
+        return None
