@@ -71,15 +71,22 @@ class TensorTrace:
         self.node += 1
         return t
 
-    def op(self, inputs: Sequence[int], numel: int, nbytes: int | None = None) -> int:
-        """One operator reading `inputs` and writing a new tensor of `numel` elements."""
+    def op(self, inputs: Sequence[int], numel: int, nbytes: int | None = None, extra: Sequence[int] = ()) -> int:
+        """One operator reading `inputs` and writing a new tensor of `numel` elements; `extra`: the
+        bytes of further outputs nothing reads (max pooling's indices), alive until the next node."""
         t = self._tensor(numel * self.itemsize if nbytes is None else nbytes)
         self.node += 1
+        more = []
+        for b in extra:
+            more.append(self._tensor(b))
+            self.node += 1
         for i in inputs:
             if self.end[i] < self.node:
                 self.end[i] = self.node
         self.end[t] = self.node
-        self.node += 1
+        for i in more:
+            self.end[i] = self.node + 1
+        self.node += 1 + (1 if extra else 0)
         return t
 
     def scalar(self) -> int:

@@ -137,6 +137,12 @@ class OFAResNet50Family(Family):
         self.check_rows(m)
         return costs.count_params_macs(m, int(n_classes))
 
+    def memory_trace(self, row, width_mult: float, n_classes: int, precision: str = "fp32"):
+        from hwnas.families.ofa_resnet50.memory import memory_trace, row_spec
+
+        spec, r = row_spec(self, row, width_mult)
+        return memory_trace(spec, r, n_classes, precision)
+
     def cost_layout_class(self):
         from hwnas.families.ofa_resnet50.parts import ResNet50CostLayout
 
