@@ -24,7 +24,8 @@ def supernet_stats(
     family: Optional[str] = FamilyOpt,
     width_mult: Optional[float] = typer.Option(None, "--width-mult", help="Supernet width multiplier "
                                                f"({DEFAULT_FAMILY}: {or_list(DEFAULT.widths)}; default: the family's)."),
-    classes: int = typer.Option(1000, "--classes", help="Number of classes of the classifier."),
+    classes: int = typer.Option(1000, "--classes", help="Number of classes of the classifier (1000: "
+                                "ImageNet's; the shipped Fashion-MNIST supernet has 10)."),
     precision: Optional[str] = typer.Option(None, "--precision", help="fp32, bf16 or int8: also write "
                                             "ram_kb (the activation arena a memory-planned program reserves "
                                             "at batch 1) and flash_kb (weight bytes); kB = 1024 bytes."),
