@@ -166,7 +166,7 @@ def search_under_limit(doc: dict) -> None:
         outcome, _ = get_algorithm("evolution").run(problem, SearchRequest(ROOT, seed=0))
         timing[name] = round(time.perf_counter() - t, 2)
         if kw:
-            feasible = outcome.archive.m[outcome.archive.violation == 0]
+            feasible = np.unique(outcome.archive.m[outcome.archive.violation == 0], axis=0)
             top = feasible[np.argsort(-problem.top1(feasible))[:5]]
     from hwnas.supernet.pretrained import load_supernet
 
