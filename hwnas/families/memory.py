@@ -25,7 +25,7 @@ from hwnas.errors import InputError
 
 __all__ = ["ALIGNMENT", "MEMORY_PRECISIONS", "KB", "TensorTrace", "plan_arena", "memory_bytes", "family_memory",
            "check_memory_model", "check_precision", "conv_bn", "activation", "squeeze_excite", "linear",
-           "mbconv_block"]
+           "mbconv_block", "mbconv_chain"]
 
 ALIGNMENT = 16  # ExecuTorch's default tensor alignment in the planned arena
 KB = 1024
@@ -226,6 +226,23 @@ def mbconv_block(b: Any, k: int, e: int, s: int, precision: str) -> TensorTrace:
     y = conv_bn(tr, y, mid, b.out_channels, 1, so)
     if b.residual:
         tr.op((x, y), b.out_channels * so * so)
+    return tr
+
+
+def mbconv_chain(r: int, stem: TensorTrace, blocks: Any, ks: Sequence[int], es: Sequence[int],
+                 head: Callable[[int], TensorTrace], precision: str) -> TensorTrace:
+    """An MBConv network's trace: the `r` x `r` input, its `stem` part (stride 2), each of `blocks`
+    (`BlockSpec`s, kernel and expand ratio from `ks` / `es` by slot), then `head(final size)`."""
+    from hwnas.families.parts import out_size
+
+    tr = TensorTrace(precision)
+    tr.input(3 * r * r)
+    tr.append(stem)
+    s = out_size(r, 3, 2)
+    for b in blocks:
+        tr.append(mbconv_block(b, ks[b.slot], es[b.slot], s, precision))
+        s = out_size(s, ks[b.slot], b.stride)
+    tr.append(head(s))
     return tr
 
 

@@ -1,13 +1,13 @@
 """The tensors an OFA-MobileNetV3 subnet allocates and the weights it stores, in execution order
 (`hwnas.families.memory`): stem, fixed first block, the searchable MBConv blocks
-(`mbconv_block`), head; each part's trace is built once per shape and appended."""
+(`mbconv_block`, `mbconv_chain`), head; each part's trace is built once per shape and appended."""
 
 from __future__ import annotations
 
 import functools
 from typing import Sequence
 
-from hwnas.families.memory import TensorTrace, activation, conv_bn, linear, mbconv_block
+from hwnas.families.memory import TensorTrace, activation, conv_bn, linear, mbconv_chain
 from hwnas.families.ofa_mbv3.plan import N_SLOTS, iter_blocks, mbv3_plan
 from hwnas.families.parts import out_size
 
@@ -18,15 +18,8 @@ def memory_trace(row: Sequence[int], width_mult: float, n_classes: int, precisio
     """The trace of flat row `row` (r, ks_0..19, e_0..19, d_0..4) at batch 1."""
     plan = mbv3_plan(width_mult)
     r, ks, es, d = row[0], row[1:1 + N_SLOTS], row[1 + N_SLOTS:1 + 2 * N_SLOTS], row[1 + 2 * N_SLOTS:]
-    tr = TensorTrace(precision)
-    tr.input(3 * r * r)
-    tr.append(_stem(width_mult, r, precision))
-    s = out_size(r, 3, 2)
-    for b in iter_blocks(plan, d):
-        tr.append(mbconv_block(b, ks[b.slot], es[b.slot], s, precision))
-        s = out_size(s, ks[b.slot], b.stride)
-    tr.append(_head(width_mult, n_classes, s, precision))
-    return tr
+    return mbconv_chain(r, _stem(width_mult, r, precision), iter_blocks(plan, d), ks, es,
+                        lambda s: _head(width_mult, n_classes, s, precision), precision)
 
 
 @functools.lru_cache(maxsize=256)

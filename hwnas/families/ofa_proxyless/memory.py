@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from hwnas.families.memory import TensorTrace, activation, conv_bn, linear, mbconv_block
+from hwnas.families.memory import TensorTrace, activation, conv_bn, linear, mbconv_chain
 from hwnas.families.ofa_proxyless.plan import ACT, N_SLOTS, STAGE_DEPTHS, iter_blocks, proxyless_plan
 from hwnas.families.parts import out_size
 
@@ -21,15 +21,8 @@ def memory_trace(row: Sequence[int], width_mult: float, n_classes: int, precisio
     plan = proxyless_plan(width_mult)
     r, ks, es = row[0], row[1:1 + N_SLOTS], row[1 + N_SLOTS:1 + 2 * N_SLOTS]
     d = np.minimum(np.asarray(row[1 + 2 * N_SLOTS:]), STAGE_DEPTHS)
-    tr = TensorTrace(precision)
-    tr.input(3 * r * r)
-    tr.append(_stem(width_mult, r, precision))
-    s = out_size(r, 3, 2)
-    for b in iter_blocks(plan, d):
-        tr.append(mbconv_block(b, ks[b.slot], es[b.slot], s, precision))
-        s = out_size(s, ks[b.slot], b.stride)
-    tr.append(_head(width_mult, n_classes, s, precision))
-    return tr
+    return mbconv_chain(r, _stem(width_mult, r, precision), iter_blocks(plan, d), ks, es,
+                        lambda s: _head(width_mult, n_classes, s, precision), precision)
 
 
 @functools.lru_cache(maxsize=256)
