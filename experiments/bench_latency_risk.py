@@ -4,12 +4,15 @@ On a profiled run (e.g. a quickstart's), for each budget (a fraction of the way 
 the slowest profiled subnet), seed and latency confidence (0: the point prediction), one search
 with verification on a fresh copy of the run (so no configuration reuses another's measurements):
 the share of the first top-k measured that held the budget (`first_try_within_budget`), the
-measurements spent per returned subnet, and the returned subnets' measured top-1 and latency.
+measurements spent per returned subnet, and the returned subnets' measured top-1 and latency. With
+--export, each search under the bound exports its pick as `hwnas export` does and records whether the
+export's own measurement agrees with verification's (ratio, and the bundle's budget decision).
 
-    .venv/bin/python experiments/bench_latency_risk.py --run runs/quickstart                 # 5 x 3
-    .venv/bin/python experiments/bench_latency_risk.py --run runs/quickstart --quick         # 2 x 1
+    .venv/bin/python experiments/bench_latency_risk.py --run runs/quickstart --export              # 5 x 3
+    .venv/bin/python experiments/bench_latency_risk.py --run runs/quickstart --quick               # 2 x 1
+    .venv/bin/python experiments/bench_latency_risk.py --run runs/qs-ov --device cpu-openvino --export
 
-Writes experiments/results/latency_risk.json (or --out).
+Writes experiments/results/latency_risk.json (cpu-ort) or latency_risk_<device>.json (or --out).
 """
 
 from __future__ import annotations
@@ -30,7 +33,20 @@ from hwnas.search import SearchSettings, run_search
 ROOT = Path(__file__).resolve().parent
 
 
-def one(run: Path, device: str, budget: float, seed: int, confidence: float, top_k: int) -> dict:
+def export_agreement(run: Path, device: str, arch_id: str, verified_ms: float) -> dict:
+    """Export `arch_id` and compare the export's own measurement with verification's."""
+    from hwnas.export import export_subnet
+
+    bundle = export_subnet(run, arch_id, device)
+    latency = json.loads((bundle / "model.json").read_text())["latency"]
+    first = latency["checks"][0]["corrected_ms"]
+    return {"export_ms": first, "export_over_verification": first / verified_ms,
+            "export_checks": len(latency["checks"]), "bundle_ms": latency["ms"],
+            "bundle_within_budget": latency.get("within_budget"), "decided_by": latency.get("decided_by")}
+
+
+def one(run: Path, device: str, budget: float, seed: int, confidence: float, top_k: int,
+        export: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="hwnas-risk-") as tmp:
         copy = Path(tmp) / "run"
         shutil.copytree(run, copy, ignore=shutil.ignore_patterns("exports", "optuna.journal*", ".locks"))
@@ -38,7 +54,9 @@ def one(run: Path, device: str, budget: float, seed: int, confidence: float, top
                                               latency_confidence=confidence, baselines=False, plot=False))
         m = res.metrics
         best = res.best
-        return {"budget_ms": budget, "seed": seed, "confidence": confidence,
+        agreement = export_agreement(copy, device, best[0]["id"], best[0]["measured_ms"][device]) \
+            if export and best else {}
+        return {**agreement, "budget_ms": budget, "seed": seed, "confidence": confidence,
                 "first_try_within_budget": m["first_try_within_budget"], "measured": m["measured"],
                 "returned": len(best), "measured_per_returned": m["measured"] / len(best) if best else None,
                 "best_measured_top1": best[0]["measured_top1"] if best else None,
@@ -56,8 +74,12 @@ def main() -> None:
     ap.add_argument("--confidences", type=float, nargs="+", default=[0.0, 0.95])
     ap.add_argument("--top-k", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="budgets at 0.25 and 0.4 of the range, one seed")
-    ap.add_argument("--out", type=Path, default=ROOT / "results" / "latency_risk.json")
+    ap.add_argument("--export", action="store_true", help="export each pick of a search under the bound and "
+                    "compare the export's measurement with verification's")
+    ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    out = args.out or ROOT / "results" / ("latency_risk.json" if args.device == "cpu-ort"
+                                          else f"latency_risk_{args.device}.json")
     fractions, seeds = ([0.25, 0.4], 1) if args.quick else (args.fractions, args.seeds)
     ms = read_measurements(args.run, device=args.device, kind="subnet")["corrected_ms"]
     lo, hi = float(ms.min()), float(ms.max())
@@ -65,7 +87,8 @@ def main() -> None:
     for f in fractions:
         for seed in range(seeds):
             for c in args.confidences:
-                row = one(args.run, args.device, round(lo + f * (hi - lo), 3), seed, c, args.top_k)
+                row = one(args.run, args.device, round(lo + f * (hi - lo), 3), seed, c, args.top_k,
+                          export=args.export and c > 0)
                 row["fraction"] = f
                 rows.append(row)
                 print(json.dumps({k: row[k] for k in ("fraction", "seed", "confidence", "first_try_within_budget",
@@ -80,8 +103,16 @@ def main() -> None:
         summary[str(c)] = {"searches": len(mine), "first_try_within_budget_mean": statistics.mean(ft) if ft else None,
                            "first_try_all_held": sum(v == 1.0 for v in ft), "measured_per_returned_median":
                            statistics.median(per) if per else None,
-                           "best_measured_top1_mean": statistics.mean(top1) if top1 else None}
-    atomic_write_json(args.out, {"benchmark": "first-measured picks within budget, with and without the latency bound",
+                           "best_measured_top1_mean": statistics.mean(top1) if top1 else None,
+                           "returned_over_budget": sum(r["returned_over_budget"] for r in mine)}
+        ratios = [r["export_over_verification"] for r in mine if "export_over_verification" in r]
+        if ratios:
+            summary[str(c)]["export"] = {
+                "n": len(ratios), "ratio_median": statistics.median(ratios),
+                "within_10pct": sum(abs(v - 1) <= 0.10 for v in ratios),
+                "bundle_within_budget": sum(r["bundle_within_budget"] is True for r in mine),
+                "remeasured": sum(r["export_checks"] > 1 for r in mine if "export_checks" in r)}
+    atomic_write_json(out, {"benchmark": "first-measured picks within budget, with and without the latency bound",
                                  "command": "python " + " ".join(sys.argv), "run": str(args.run), "device": args.device,
                                  "profiled_range_ms": [lo, hi], "machine": platform.platform(),
                                  "summary": summary, "rows": rows})

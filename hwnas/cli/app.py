@@ -118,8 +118,9 @@ def _root(
 
 
 # -- shared option helpers -------------------------------------------------------------------
-SpaceOpt = typer.Option(None, "--space", help="YAML file with ks/e/d/r choices and width_mult "
-                        "(r may be a range like '32:64:4'). Default: Once-for-All's space.")
+SpaceOpt = typer.Option(None, "--space", help="YAML file with the family's gene choices (ofa-mbv3: ks/e/d), "
+                        "r (a list or a range like '32:64:4') and width_mult; `hwnas space info --format json` "
+                        "names them. Default: Once-for-All's space.")
 
 
 OTHER_FAMILIES = or_list(n for n in family_names() if n != DEFAULT_FAMILY)
@@ -162,11 +163,11 @@ def data_config(spec: Optional[str]):
     return DataConfig.from_spec(spec)
 
 
-def load_space(path: Optional[Path], width_mult: Optional[float] = None):
-    """The default family's space from a --space file (or Once-for-All's)."""
-    space = type(DEFAULT.default_space()).from_file(path) if path else DEFAULT.default_space()
+def load_space(path: Optional[Path], width_mult: Optional[float] = None, family: Any = DEFAULT):
+    """`family`'s space from a --space file (or Once-for-All's)."""
+    space = family.space_from_file(path) if path else family.default_space()
     if width_mult is not None:
-        space = DEFAULT.space_from_dict({**space.to_dict(), "width_mult": width_mult})
+        space = family.space_from_dict({**space.to_dict(), "width_mult": width_mult})
     return space
 
 
@@ -233,6 +234,16 @@ def check_out_file(out: Optional[Path]) -> None:
     if out is not None and out.is_dir():
         raise InputError(f"--out {out} is a folder; give the path of a file to write (it may "
                          "be inside that folder)")
+
+
+def setting_option(model: type, setting: str, *flags: str) -> Any:
+    """The option of a settings model's field (`hwnas.settings`): its default and help are the
+    field's, so they are defined once; the library checks the range and `main` spells its error
+    line with the flag (default ``--setting-name``)."""
+    from hwnas.settings import field_default, field_help
+
+    return typer.Option(field_default(model, setting), *(flags or ("--" + setting.replace("_", "-"),)),
+                        help=field_help(model, setting))
 
 
 def at_least_one(*flags: tuple[str, int | None]) -> None:

@@ -7,8 +7,9 @@ from typing import Optional
 
 import typer
 
-from hwnas.cli.app import DevicesOpt, app, at_least_one, console, err_console, make_table
+from hwnas.cli.app import DevicesOpt, app, console, err_console, make_table, setting_option
 from hwnas.errors import InputError
+from hwnas.export.settings import ExportSettings
 
 
 @app.command("export")
@@ -21,29 +22,24 @@ def export_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="Bundle folder (with --pareto: where the "
                                        "bundles go). Default: RUN/exports/ID-DEVICE."),
     devices_file: Optional[Path] = DevicesOpt,
-    calib_batches: Optional[int] = typer.Option(None, "--calib-batches", help="Training batches for BN "
-                                                "recalibration (default: the accuracy table's 2,000 images)."),
-    verify_images: int = typer.Option(64, "--verify-images", help="Test images the exported model is checked on."),
-    measure: bool = typer.Option(True, "--measure/--no-measure", help="Measure the latency on the device."),
-    max_int8_drop: float = typer.Option(1.0, "--max-int8-drop", help="INT8 and bf16 devices: the most test "
-                                        "top-1 points the reduced-precision model may lose against the fp32 subnet "
-                                        "before the bundle is marked failed."),
+    calib_batches: Optional[int] = setting_option(ExportSettings, "calib_batches"),
+    verify_images: int = setting_option(ExportSettings, "verify_images"),
+    measure: bool = setting_option(ExportSettings, "measure", "--measure/--no-measure"),
+    max_int8_drop: float = setting_option(ExportSettings, "max_int8_drop"),
 ) -> None:
     """Export subnets as verified deploy bundles, compiled by the device's own backend."""
     from rich.markup import escape
 
     from hwnas.export import export_pareto, export_subnet, read_meta
-    from hwnas.export.api import check_max_int8_drop
     from hwnas.export.budget import bundle_latency
     from hwnas.export.bundle import bundle_fingerprint
     from hwnas.progress import make_progress
 
     if (subnet is None) == (not pareto):
         raise InputError("give exactly one of --subnet ID or --pareto")
-    check_max_int8_drop(max_int8_drop)
-    at_least_one(("--verify-images", verify_images), ("--calib-batches", calib_batches))
-    kw = dict(devices_file=devices_file, calib_batches=calib_batches, verify_images=verify_images,
-              measure=measure, max_int8_drop=max_int8_drop)
+    # checked before anything is read; `main` spells the settings as these flags
+    kw = dict(ExportSettings(calib_batches=calib_batches, verify_images=verify_images, measure=measure,
+                             max_int8_drop=max_int8_drop).values(), devices_file=devices_file)
     with make_progress(err_console) as bar:
         task = bar.add_task(f"export {device}", total=None, info="")
 

@@ -9,9 +9,10 @@ from typing import Optional
 
 import typer
 
-from hwnas.cli.app import DevicesOpt, app, console, err_console, make_table, seed_option
+from hwnas.cli.app import DevicesOpt, app, console, err_console, make_table, seed_option, setting_option
 from hwnas.errors import InputError
-from hwnas.search.risk import DEFAULT_CONFIDENCE, DEFAULT_MARGIN
+from hwnas.search.settings import SearchSettings
+from hwnas.settings import field_default, field_help
 
 
 def _algo_enum() -> type[Enum]:
@@ -33,62 +34,35 @@ def search_flag(setting: str) -> str:
 @app.command("search")
 def search_cmd(
     run: Path = typer.Option(..., "--run", help="Run directory (from `hwnas profile`)."),
-    device: list[str] = typer.Option(..., "--device", help="Target device (repeat for several)."),
-    latency_ms: list[float] = typer.Option(..., "--latency-ms", help="Budget in ms: one for all devices "
-                                           "or one per --device."),
-    algo: Algo = typer.Option(Algo.evolution, "--algo", help="Search algorithm."),
-    pareto: bool = typer.Option(False, "--pareto", help="Return and verify the whole Pareto front."),
-    workers: int = typer.Option(1, "--workers", help="Processes for the optuna-* algorithms."),
-    storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage URL (postgresql://...) "
-                                          "or journal file; default RUN/optuna.journal."),
-    top_k: int = typer.Option(5, "--top-k", help="Candidates measured on the device."),
+    device: list[str] = setting_option(SearchSettings, "device"),
+    latency_ms: list[float] = setting_option(SearchSettings, "latency_ms"),
+    algo: Algo = typer.Option(Algo(field_default(SearchSettings, "algo")), "--algo",
+                              help=field_help(SearchSettings, "algo")),
+    pareto: bool = setting_option(SearchSettings, "pareto"),
+    workers: int = setting_option(SearchSettings, "workers"),
+    storage: Optional[str] = setting_option(SearchSettings, "storage"),
+    top_k: int = setting_option(SearchSettings, "top_k"),
     seed: int = seed_option(),
-    verify: bool = typer.Option(True, "--verify/--no-verify", help="Measure the winners on the device."),
+    verify: bool = setting_option(SearchSettings, "verify", "--verify/--no-verify"),
     devices_file: Optional[Path] = DevicesOpt,
-    generations: Optional[int] = typer.Option(None, "--generations", help="evolution/nsga2: generations "
-                                              "(default 500; optuna-*: sets --trials with --population)."),
-    population: Optional[int] = typer.Option(None, "--population", help="evolution/nsga2/optuna-nsga2: "
-                                             "subnets per generation (default 100)."),
-    trials: Optional[int] = typer.Option(None, "--trials", help="optuna-*/random: predictor calls."),
-    objective: list[str] = typer.Option([], "--objective", help="Extra objectives: ms:<device>, macs, params, "
-                                        "ram (ram_kb), flash (flash_kb)."),
-    max_macs: Optional[float] = typer.Option(None, "--max-macs", help="Accept only subnets with at most "
-                                             "this many multiply-accumulates (e.g. 3e8)."),
-    max_params: Optional[float] = typer.Option(None, "--max-params", help="Accept only subnets with at most "
-                                               "this many parameters (e.g. 5e6)."),
-    max_ram_kb: Optional[float] = typer.Option(None, "--max-ram-kb", help="Accept only subnets whose activation "
-                                               "arena (what a memory-planned ExecuTorch program reserves at batch "
-                                               "1, at --precision) is at most this many kB (1 kB = 1024 bytes)."),
-    max_flash_kb: Optional[float] = typer.Option(None, "--max-flash-kb", help="Accept only subnets whose weights "
-                                                 "take at most this many kB at --precision."),
-    accuracy_samples: Optional[int] = typer.Option(None, "--accuracy-samples", help="Grow the run's accuracy "
-                                                   "table to this many subnets first (each one evaluated on "
-                                                   "the validation split: seconds to minutes apiece). Default: "
-                                                   "search with the table as it is."),
-    accuracy_checks: Optional[int] = typer.Option(None, "--accuracy-checks", help="Candidates that must fit the "
-                                                  "budget on the device; their top-1 is evaluated on the test "
-                                                  "split and the best --top-k returned (default: 3 x --top-k)."),
-    latency_margin: float = typer.Option(DEFAULT_MARGIN, "--latency-margin", help="Accept a subnet only if measured ms x "
-                                         "(1 + margin + 2 x its standard error) is within the budget."),
-    latency_confidence: float = typer.Option(DEFAULT_CONFIDENCE, "--latency-confidence", help="Search under an "
-                                             "upper bound of the predicted latency at this confidence (the "
-                                             "predictor's out-of-fold errors, split-conformal), so picks hold the "
-                                             "budget when first measured; 0: the point prediction."),
-    accuracy_risk: float = typer.Option(1.0, "--accuracy-risk", help="Search on predicted top-1 minus this many "
-                                        "sigmas of the predictor's uncertainty (0: the prediction alone)."),
-    plot: bool = typer.Option(True, "--plot/--no-plot", help="Write pareto.png (about 0.3-0.7 s)."),
-    precision: str = typer.Option("fp32", "--precision", help="fp32, bf16 or int8 (each device's <device>-bf16 / "
-                                  "<device>-int8 variant; top-1 minus a drop measured on --int8-samples subnets) "
-                                  "or auto (every precision the device has a variant for; the front says which "
-                                  "precision each point uses)."),
-    int8_samples: int = typer.Option(8, "--int8-samples", help="Subnets in the INT8 accuracy table (measured "
-                                     "when it has fewer): the drop model of int8/auto."),
-    baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="With --verify: put the run's "
-                                   "baselines (`hwnas baseline`) against the front: for each, the fastest subnet "
-                                   "at most as slow (measured) with a test top-1 at least its own."),
-    refit_rounds: int = typer.Option(1, "--refit-rounds", help="When fewer than --top-k fit on the device: "
-                                     "refit the latency predictors on the verification measurements and search "
-                                     "again, at most this many times (0: never)."),
+    generations: Optional[int] = setting_option(SearchSettings, "generations"),
+    population: Optional[int] = setting_option(SearchSettings, "population"),
+    trials: Optional[int] = setting_option(SearchSettings, "n_trials", "--trials"),
+    objective: list[str] = typer.Option([], "--objective", help=field_help(SearchSettings, "objectives")),
+    max_macs: Optional[float] = setting_option(SearchSettings, "max_macs"),
+    max_params: Optional[float] = setting_option(SearchSettings, "max_params"),
+    max_ram_kb: Optional[float] = setting_option(SearchSettings, "max_ram_kb"),
+    max_flash_kb: Optional[float] = setting_option(SearchSettings, "max_flash_kb"),
+    accuracy_samples: Optional[int] = setting_option(SearchSettings, "accuracy_samples"),
+    accuracy_checks: Optional[int] = setting_option(SearchSettings, "accuracy_checks"),
+    latency_margin: float = setting_option(SearchSettings, "latency_margin"),
+    latency_confidence: float = setting_option(SearchSettings, "latency_confidence"),
+    accuracy_risk: float = setting_option(SearchSettings, "accuracy_risk"),
+    plot: bool = setting_option(SearchSettings, "plot", "--plot/--no-plot"),
+    precision: str = setting_option(SearchSettings, "precision"),
+    int8_samples: int = setting_option(SearchSettings, "int8_samples"),
+    baselines: bool = setting_option(SearchSettings, "baselines", "--baselines/--no-baselines"),
+    refit_rounds: int = setting_option(SearchSettings, "refit_rounds"),
     finetune_epochs: int = typer.Option(0, "--finetune-epochs", help="Then fine-tune each returned subnet "
                                         "for this many epochs (as `hwnas finetune`; `hwnas export` ships the "
                                         "weights) and report top-1 before and after. 0: no fine-tuning."),
@@ -99,7 +73,7 @@ def search_cmd(
     --accuracy-samples)."""
     from hwnas.progress import EventProgress
     from hwnas.run import open_run
-    from hwnas.search import SearchSettings, run_search
+    from hwnas.search import run_search
     from hwnas.search.goals import objectives_beyond
 
     # the library checks the settings; `main` spells their names in its lines as flags

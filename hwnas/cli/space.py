@@ -33,9 +33,7 @@ def space_info(space_file: Optional[Path] = SpaceOpt,
     fmt = renamed("--format", fmt, "--json", InfoFormat.json if as_json else None, InfoFormat.table)
     family = family or DEFAULT_FAMILY
     fam = get_family(family)
-    if family != DEFAULT_FAMILY and space_file is not None:
-        raise InputError(f"--space files describe {DEFAULT_FAMILY} spaces; leave it out with --family {family}")
-    info = describe(load_space(space_file) if family == DEFAULT_FAMILY else fam.default_space())
+    info = describe(load_space(space_file, family=fam))
     if fmt is InfoFormat.json:  # sizes exceed JSON's safe integer range
         for key in ("size", "size_per_resolution", "networks_per_resolution"):
             info[key] = None if info[key] is None else str(info[key])
@@ -85,9 +83,7 @@ def space_sample(
         raise InputError(f"--samples must be at least 1, got {n}")
     family = family or DEFAULT_FAMILY
     fam = get_family(family)
-    if family != DEFAULT_FAMILY and space_file is not None:
-        raise InputError(f"--space files describe {DEFAULT_FAMILY} spaces; leave it out with --family {family}")
-    space = load_space(space_file) if family == DEFAULT_FAMILY else fam.default_space()
+    space = load_space(space_file, family=fam)
     archs = space.sample(n, seed)
     if fmt is SampleFormat.json:
         text = json.dumps([json.loads(a.to_json()) for a in archs], indent=None) + "\n"

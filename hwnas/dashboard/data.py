@@ -24,6 +24,7 @@ from hwnas.dashboard import stats
 from hwnas.export.budget import bundle_latency
 from hwnas.run import RunFiles
 from hwnas.search.columns import MEASURED_TOP1, TOP1_PRED, TOP1_STD, measured_ms, ms_pred
+from hwnas.search.record import read_search
 
 __all__ = ["RunFiles", "run_status", "load_pareto", "load_measurements", "load_accuracy",
            "load_search", "load_train_log", "latency_pairs", "device_matrix_all",
@@ -159,19 +160,11 @@ SUBNET_ID = re.compile(r"[0-9a-f]{12}")
 
 
 def load_search(files: RunFiles) -> dict[str, Any] | None:
-    """search.json, with every `best` entry whose id is not a subnet id (12 hex digits) left out:
-    run folders come from other people, and ids are shown in Markdown and used as keys."""
-    try:
-        search = json.loads(files.search.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    if not isinstance(search, dict):
-        return None
-    best = search.get("best")
-    if best is not None:
-        search["best"] = [b for b in best if isinstance(b, dict) and isinstance(b.get("id"), str)
-                          and SUBNET_ID.fullmatch(b["id"])] if isinstance(best, list) else []
-    return search
+    """search.json read through its schema (`hwnas.search.record.read_search`): entries that do not
+    fit it (a `best` id that is not 12 hex digits, say) are left out, since run folders come from
+    other people and ids are shown in Markdown and used as keys."""
+    record = read_search(files.search)
+    return None if record is None else record.model_dump(mode="json")
 
 
 def latency_trust(files: RunFiles, search: dict[str, Any] | None) -> dict[str, dict[str, Any]]:

@@ -49,6 +49,7 @@ from hwnas.export.manifest import (VERIFY_JSON, check_destination, discard, publ
                                    write_manifest)
 from hwnas.export.memory import bundle_memory
 from hwnas.export.resolve import Candidate, pareto_members, resolve_subnet
+from hwnas.export.settings import MAX_INT8_DROP, ExportSettings
 from hwnas.export.verify import (Report, Tolerance, VerificationError, compare, input_dependence,
                                  run_batched, tolerance_for)
 from hwnas.fileio import atomic_write_json, scratch_prefix
@@ -68,7 +69,6 @@ ONNX = "model.onnx"
 _STEPS = 6  # recalibrate, evaluate, compile, verify, measure, write
 _KIT_MAX_BATCH = 8  # the largest batch of a build kit's optimisation profile
 _ONNX_CHECK = "onnx (onnxruntime cpu)"  # the extra check of model.onnx beside the device artifact
-MAX_INT8_DROP = 1.0  # points of test top-1 an INT8 (or bf16) bundle may lose against its fp32 subnet
 #: precisions whose bundles are judged on the test split beside their fp32 subnet (fp16 is TensorRT's
 #: and CUDA's, judged by the output comparison alone)
 ACCURACY_CHECKED = ("bf16", "int8")
@@ -165,11 +165,9 @@ class _Exporter:
         from hwnas.devices import get_device
         from hwnas.run import open_run
 
-        if calib_batches is not None and calib_batches < 1:
-            raise InputError(f"calib_batches must be at least 1, got {calib_batches}")
-        if verify_images < 1:
-            raise InputError(f"verify_images must be at least 1, got {verify_images}")
-        self.max_int8_drop = check_max_int8_drop(max_int8_drop)
+        checked = ExportSettings(calib_batches=calib_batches, verify_images=verify_images, measure=measure,
+                                 max_int8_drop=max_int8_drop)
+        self.max_int8_drop = checked.max_int8_drop
         self.run = open_run(run_dir, create=False)
         self.device = get_device(device, devices_file)
         self.backend = self.device.backend_impl()
@@ -493,11 +491,8 @@ def _compare(name: str, runner: Runner, tol: Any, images: np.ndarray, reference:
 
 
 def check_max_int8_drop(value: float) -> float:
-    """The INT8 / bf16 drop limit as a float; InputError (one line) when negative or not a number."""
-    if not float(value) >= 0.0:  # also refuses NaN
-        raise InputError(f"the INT8 drop limit (--max-int8-drop) must be at least 0 top-1 points, "
-                         f"got {value}")
-    return float(value)
+    """The INT8 / bf16 drop limit as a float; a SettingError line when negative or not a number."""
+    return ExportSettings(max_int8_drop=value).max_int8_drop
 
 
 def _relative(record: dict[str, Any], compiled: _Compiled) -> dict[str, Any]:

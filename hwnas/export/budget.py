@@ -23,20 +23,17 @@ __all__ = ["search_verification", "judge_latency", "bundle_latency"]
 def search_verification(run: Any, device: str, arch_id: str) -> dict[str, Any] | None:
     """The current search's verification measurement of `arch_id` on `device` (with the budget,
     margin and rule it was judged by), or None when the search did not measure it."""
-    try:
-        search = json.loads(run.files.search.read_text())
-    except (OSError, json.JSONDecodeError):
+    from hwnas.search.record import read_search
+
+    search = read_search(run.files.search)
+    if search is None:
         return None
-    latency = ((search.get("acceptance") or {}).get("latency") or {})
-    for rec in search.get("verification") or []:
-        if isinstance(rec, dict) and rec.get("id") == arch_id and rec.get("device") == device:
-            try:
-                return {"measured_ms": float(rec["measured_ms"]), "rel_se": float(rec.get("rel_se") or 0.0),
-                        "budget_ms": float(rec["budget_ms"]), "accepted": bool(rec.get("accepted")),
-                        "margin": float(latency.get("margin", 0.02)), "rule": latency.get("rule"),
-                        "search_id": search.get("search_id")}
-            except (KeyError, TypeError, ValueError):
-                return None
+    latency = (search.acceptance or {}).get("latency") or {}
+    for rec in search.verification:
+        if rec.id == arch_id and rec.device == device and rec.budget_ms is not None:
+            return {"measured_ms": rec.measured_ms, "rel_se": rec.rel_se, "budget_ms": rec.budget_ms,
+                    "accepted": rec.accepted, "margin": float(latency.get("margin", 0.02)), "rule": latency.get("rule"),
+                    "search_id": search.search_id}
     return None
 
 

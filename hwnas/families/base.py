@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -271,6 +272,22 @@ class Family(ABC):
         from hwnas.families.space import FamilySpace
 
         return FamilySpace.from_dict(self, obj)
+
+    def space_from_file(self, path: str | Path):
+        """A space of this family from a YAML file of its dict form (`--space`): the gene groups'
+        choices, ``r`` (a list or a range like '32:64:4') and ``width_mult``; what is left out keeps
+        the default space's choices."""
+        from hwnas.errors import ConfigError
+        from hwnas.fileio import parse_yaml
+
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            raise ConfigError(f"search-space file {path} does not exist") from None
+        except (IsADirectoryError, UnicodeDecodeError):
+            raise ConfigError(f"search-space file {path} is not a YAML file") from None
+        return self.space_from_dict(parse_yaml(text, f"search-space file {path}") or {})
 
     def table_codes(self, df, source: str = "table") -> np.ndarray:
         """The canonical int matrix of a DataFrame of flat rows (errors name row and column)."""

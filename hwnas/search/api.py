@@ -39,6 +39,7 @@ from hwnas.search.precision import (PRECISIONS, SEARCHED, drop_model, precision_
                                     precision_variants)
 from hwnas.search.problem import (TOP1, Batch, PredictorMissing, Problem, SearchOutcome, load_latency_predictor,
                                   ms_key)
+from hwnas.search.record import checked_search
 from hwnas.search.settings import SearchSettings
 from hwnas.search.verify import Measure, Verification, acceptance_rule, device_measure, verify_candidates
 from hwnas.search.risk import latency_bound, typical_rel_se
@@ -762,6 +763,6 @@ def _write(files: RunFiles, front, doc: dict[str, Any], sample: dict[str, np.nda
                        or (doc.get("settings") or {}).get("max_ram_kb") is not None)
         else:
             files.pareto_png.unlink(missing_ok=True)
-        doc = {"search_id": search_id, **doc, "files": {k: p.name for k, p in paths.items()}}
-        tmp["search_json"].write_text(json.dumps(json_safe(doc), indent=2))
+        doc = checked_search(json_safe({"search_id": search_id, **doc, "files": {k: p.name for k, p in paths.items()}}))
+        tmp["search_json"].write_text(json.dumps(doc, indent=2))
     return paths

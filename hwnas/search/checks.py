@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 from hwnas.errors import InputError, SettingError
 
-__all__ = ["SettingError", "literal", "whole_number", "positive_number", "within", "one_of"]
+__all__ = ["SettingError", "literal", "whole_number", "positive_number", "within"]
 
 
 def literal(value: Any) -> str:
@@ -48,8 +48,3 @@ def within(name: str, value: Any, low: float, high: float, note: str = "") -> No
     """`value` is a number in [low, high)."""
     if not (_is_number(value) and low <= value < high):
         raise SettingError(f"{{{name}}} must be within [{low:g}, {high:g}){note}, got {literal(repr(value))}", name)
-
-
-def one_of(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise SettingError(f"{{{name}}} must be one of {', '.join(choices)}, got {literal(repr(value))}", name)

@@ -169,6 +169,19 @@ def test_space_info_describes_the_family(family, capsys):
     assert info["columns"] == list(family.flat_columns())
 
 
+def test_a_space_file_narrows_any_familys_space(family, tmp_path, capsys):
+    first = family.gene_groups()[0]
+    (tmp_path / "space.yaml").write_text(f"{first.name}: [{first.choices[0]!r}]\nr: '32:40:4'\n")
+    code, lines = cli(capsys, "space", "info", "--family", family.name, "--space", str(tmp_path / "space.yaml"),
+                      "--format", "json")
+    assert code == 0, lines
+    info = json.loads("\n".join(lines))
+    assert info["genes"][first.name]["choices"] == [first.choices[0]] and info["resolutions"] == [32, 36, 40]
+    (tmp_path / "bad.yaml").write_text("nonsense: [1]\n")
+    code, lines = cli(capsys, "space", "sample", "--family", family.name, "--space", str(tmp_path / "bad.yaml"))
+    assert code == 2 and len(lines) == 1 and "nonsense" in lines[0], lines
+
+
 def test_supernet_eval_takes_any_familys_table(family, family_supernet, tmp_path, capsys):
     """`hwnas supernet eval --checkpoint STEM --table CSV --data ...` on a tiny supernet of the
     family: the table in its own columns (index-coded genes as values), rows with top-1 back in the
