@@ -45,57 +45,48 @@ def export_agreement(run: Path, device: str, arch_id: str, verified_ms: float) -
             "bundle_within_budget": latency.get("within_budget"), "decided_by": latency.get("decided_by")}
 
 
+def keep_test_top1(copy: Path, base: Path) -> None:
+    """Carry the copy's test-split top-1 rows into the base copy: a subnet's test top-1 is the same
+    whichever search asks, so later searches need not evaluate it again (latency is never carried)."""
+    import pandas as pd
+
+    new, old = copy / "accuracy-test.csv", base / "accuracy-test.csv"
+    if new.exists():
+        both = pd.concat([pd.read_csv(old), pd.read_csv(new)]) if old.exists() else pd.read_csv(new)
+        both.drop_duplicates("id", keep="first").to_csv(old, index=False)
+
+
 def one(run: Path, device: str, budget: float, seed: int, confidence: float, top_k: int,
         export: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="hwnas-risk-") as tmp:
         copy = Path(tmp) / "run"
         shutil.copytree(run, copy, ignore=shutil.ignore_patterns("exports", "optuna.journal*", ".locks"))
-        res = run_search(copy, SearchSettings(device, budget, pareto=True, top_k=top_k, seed=seed,
-                                              latency_confidence=confidence, baselines=False, plot=False))
-        m = res.metrics
-        best = res.best
-        agreement = export_agreement(copy, device, best[0]["id"], best[0]["measured_ms"][device]) \
-            if export and best else {}
-        return {**agreement, "budget_ms": budget, "seed": seed, "confidence": confidence,
-                "first_try_within_budget": m["first_try_within_budget"], "measured": m["measured"],
-                "returned": len(best), "measured_per_returned": m["measured"] / len(best) if best else None,
-                "best_measured_top1": best[0]["measured_top1"] if best else None,
-                "best_measured_ms": best[0]["measured_ms"][device] if best else None,
-                "returned_over_budget": sum(b["measured_ms"][device] > budget for b in best),
-                "factor": json.loads((copy / "search.json").read_text())["latency_risk"]["by_precision"]["fp32"][device]}
+        try:
+            return _one(copy, device, budget, seed, confidence, top_k, export)
+        finally:
+            keep_test_top1(copy, run)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--run", type=Path, required=True)
-    ap.add_argument("--device", default="cpu-ort")
-    ap.add_argument("--fractions", type=float, nargs="+", default=[0.25, 0.35, 0.45, 0.55, 0.7])
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--confidences", type=float, nargs="+", default=[0.0, 0.95])
-    ap.add_argument("--top-k", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="budgets at 0.25 and 0.4 of the range, one seed")
-    ap.add_argument("--export", action="store_true", help="export each pick of a search under the bound and "
-                    "compare the export's measurement with verification's")
-    ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args()
-    out = args.out or ROOT / "results" / ("latency_risk.json" if args.device == "cpu-ort"
-                                          else f"latency_risk_{args.device}.json")
-    fractions, seeds = ([0.25, 0.4], 1) if args.quick else (args.fractions, args.seeds)
-    ms = read_measurements(args.run, device=args.device, kind="subnet")["corrected_ms"]
-    lo, hi = float(ms.min()), float(ms.max())
-    rows = []
-    for f in fractions:
-        for seed in range(seeds):
-            for c in args.confidences:
-                row = one(args.run, args.device, round(lo + f * (hi - lo), 3), seed, c, args.top_k,
-                          export=args.export and c > 0)
-                row["fraction"] = f
-                rows.append(row)
-                print(json.dumps({k: row[k] for k in ("fraction", "seed", "confidence", "first_try_within_budget",
-                                                      "measured", "returned", "best_measured_top1",
-                                                      "best_measured_ms")}), flush=True)
+def _one(copy: Path, device: str, budget: float, seed: int, confidence: float, top_k: int,
+         export: bool) -> dict:
+    res = run_search(copy, SearchSettings(device, budget, pareto=True, top_k=top_k, seed=seed,
+                                          latency_confidence=confidence, baselines=False, plot=False))
+    m = res.metrics
+    best = res.best
+    agreement = export_agreement(copy, device, best[0]["id"], best[0]["measured_ms"][device]) \
+        if export and best else {}
+    return {**agreement, "budget_ms": budget, "seed": seed, "confidence": confidence,
+            "first_try_within_budget": m["first_try_within_budget"], "measured": m["measured"],
+            "returned": len(best), "measured_per_returned": m["measured"] / len(best) if best else None,
+            "best_measured_top1": best[0]["measured_top1"] if best else None,
+            "best_measured_ms": best[0]["measured_ms"][device] if best else None,
+            "returned_over_budget": sum(b["measured_ms"][device] > budget for b in best),
+            "factor": json.loads((copy / "search.json").read_text())["latency_risk"]["by_precision"]["fp32"][device]}
+
+
+def summarise(rows: list[dict], confidences: list[float]) -> dict:
     summary = {}
-    for c in args.confidences:
+    for c in confidences:
         mine = [r for r in rows if r["confidence"] == c]
         ft = [r["first_try_within_budget"] for r in mine if r["first_try_within_budget"] is not None]
         top1 = [r["best_measured_top1"] for r in mine if r["best_measured_top1"] is not None]
@@ -112,10 +103,51 @@ def main() -> None:
                 "within_10pct": sum(abs(v - 1) <= 0.10 for v in ratios),
                 "bundle_within_budget": sum(r["bundle_within_budget"] is True for r in mine),
                 "remeasured": sum(r["export_checks"] > 1 for r in mine if "export_checks" in r)}
-    atomic_write_json(out, {"benchmark": "first-measured picks within budget, with and without the latency bound",
-                                 "command": "python " + " ".join(sys.argv), "run": str(args.run), "device": args.device,
-                                 "profiled_range_ms": [lo, hi], "machine": platform.platform(),
-                                 "summary": summary, "rows": rows})
+    return summary
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", type=Path, required=True)
+    ap.add_argument("--device", default="cpu-ort")
+    ap.add_argument("--fractions", type=float, nargs="+", default=[0.25, 0.35, 0.45, 0.55, 0.7])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--confidences", type=float, nargs="+", default=[0.0, 0.95])
+    ap.add_argument("--top-k", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="budgets at 0.25 and 0.4 of the range, one seed")
+    ap.add_argument("--export", action="store_true", help="export each pick of a search under the bound and "
+                    "compare the export's measurement with verification's")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--resume", action="store_true", help="keep the searches --out already holds")
+    args = ap.parse_args()
+    out = args.out or ROOT / "results" / ("latency_risk.json" if args.device == "cpu-ort"
+                                          else f"latency_risk_{args.device}.json")
+    fractions, seeds = ([0.25, 0.4], 1) if args.quick else (args.fractions, args.seeds)
+    ms = read_measurements(args.run, device=args.device, kind="subnet")["corrected_ms"]
+    base = Path(tempfile.mkdtemp(prefix="hwnas-risk-base-")) / "run"  # the searches' source; the user's run is read only
+    shutil.copytree(args.run, base, ignore=shutil.ignore_patterns("exports", "optuna.journal*", ".locks"))
+    lo, hi = float(ms.min()), float(ms.max())
+    # written after every search and resumed from (same run and device): a long benchmark may stop
+    done = json.loads(out.read_text()).get("rows", []) if args.resume and out.exists() else []
+    rows = list(done)
+    for seed in range(seeds):  # every budget of one seed first: a stopped run still spans the range
+        for f in fractions:
+            for c in args.confidences:
+                if any((r["fraction"], r["seed"], r["confidence"]) == (f, seed, c) for r in done):
+                    continue
+                row = one(base, args.device, round(lo + f * (hi - lo), 3), seed, c, args.top_k,
+                          export=args.export and c > 0)
+                row["fraction"] = f
+                rows.append(row)
+                print(json.dumps({k: row[k] for k in ("fraction", "seed", "confidence", "first_try_within_budget",
+                                                      "measured", "returned", "best_measured_top1",
+                                                      "best_measured_ms")}), flush=True)
+                summary = summarise(rows, args.confidences)
+                atomic_write_json(out, {
+                    "benchmark": "first-measured picks within budget, with and without the latency bound",
+                    "command": "python " + " ".join(sys.argv), "run": str(args.run), "device": args.device,
+                    "profiled_range_ms": [lo, hi], "machine": platform.platform(), "summary": summary,
+                    "rows": rows})
     print(json.dumps(summary, indent=2))
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import typing
 from typing import Any, Literal
 
-import annotated_types as at
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hwnas.errors import SettingError
@@ -61,15 +60,14 @@ def field_help(model: type[BaseModel], name: str) -> str:
 def _bounds(metadata: list[Any]) -> tuple[tuple[float, bool] | None, tuple[float, bool] | None]:
     """((low, inclusive) | None, (high, inclusive) | None) of a field's annotated bounds."""
     low = high = None
-    for m in metadata:
-        if isinstance(m, at.Ge):
-            low = (m.ge, True)
-        elif isinstance(m, at.Gt):
-            low = (m.gt, False)
-        elif isinstance(m, at.Le):
-            high = (m.le, True)
-        elif isinstance(m, at.Lt):
-            high = (m.lt, False)
+    for m in metadata:  # annotated_types' Ge, Gt, Le, Lt (pydantic's own constraint objects)
+        for name, inclusive, side in (("ge", True, "low"), ("gt", False, "low"), ("le", True, "high"),
+                                      ("lt", False, "high")):
+            if type(m).__name__ == name.capitalize() and hasattr(m, name):
+                if side == "low":
+                    low = (getattr(m, name), inclusive)
+                else:
+                    high = (getattr(m, name), inclusive)
     return low, high
 
 

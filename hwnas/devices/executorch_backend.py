@@ -1,27 +1,14 @@
-"""ExecuTorch backend (`mobile-xnnpack`): torch.export -> XNNPACK-lowered .pte -> executorch.runtime;
-`edge-portable`: the same program on ExecuTorch's portable kernels, no delegate (the
-microcontroller-class path: every activation in one planned arena).
+"""ExecuTorch backend: `mobile-xnnpack` (torch.export -> XNNPACK-lowered .pte -> executorch.runtime),
+`mobile-xnnpack-int8` (PT2E quantization, then the same) and `edge-portable` (portable kernels, no
+delegate: every activation in one planned arena, the microcontroller-class path).
 
-Every artifact records its memory plan (`program_memory`): the planned activation arena, the
-constant (weight) bytes and the program's size. With portable kernels the arena holds every
-activation; an XNNPACK program's plan holds only the delegate's inputs and outputs, and XNNPACK
-allocates its own workspace at load time, outside the plan (not measured here).
+Lowering takes seconds per model, so compile once and reuse the .pte. Artifacts record their memory
+plan (`program_memory`) and undelegated operators (`undelegated_ops`: a subnet that is not fully
+delegated measures a different runtime). The XNNPACK thread pool is process global and resetting it
+while a model is loaded corrupts memory, so it is sized only while no ExecuTorch model is loaded:
+devices with different thread counts cannot share a process while the other's models stay loaded.
 
-This is the phone CPU path (XNNPACK kernels) run on this host. Lowering takes seconds per model,
-so compile once and reuse the .pte. Operators XNNPACK cannot take stay on ExecuTorch's portable
-kernels; their count is kept in the artifact's metadata (`undelegated_ops`), since a subnet that
-is not fully delegated measures a different runtime.
-
-The XNNPACK thread pool is process global, and resetting it while a loaded method exists
-corrupts memory (seen: "malloc(): invalid size" within a few hundred runs). So the pool is sized
-before a model loads, only when no ExecuTorch model is loaded in the process; ExecuTorch devices
-with different thread counts cannot be measured in one process while models of the other stay
-loaded (close them first). Before every timed block the runner reads the pool size back.
-
-INT8 (`mobile-xnnpack-int8`): PT2E post-training quantization with ExecuTorch's XNNPACK quantizer
-(symmetric int8, per-channel weights; `prepare_pt2e` -> calibration batches -> `convert_pt2e`),
-then the same lowering; XNNPACK runs the quantized patterns with its QS8 kernels. The artifact
-records `int8_share` (conv/linear nodes in int8 patterns) and the calibration source.
+Memory plan, thread pool and INT8 in detail: docs/devices.md, 'Backends'.
 """
 
 from __future__ import annotations

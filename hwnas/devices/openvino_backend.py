@@ -1,25 +1,14 @@
 """OpenVINO backend (`cpu-openvino`): ONNX -> OpenVINO IR (.xml + .bin), compiled per device.
 
-Precision is forced: OpenVINO's CPU plugin runs bf16 by default on CPUs with AMX/AVX512-BF16
-(errors ~1e-2), so fp32 devices pass `INFERENCE_PRECISION_HINT: f32`; bf16/fp16 devices ask for
-those. One stream, latency hint, and `INFERENCE_NUM_THREADS` = the device's threads; both the
-thread count and the precision are read back from the compiled model.
-
-bf16 (`cpu-openvino-bf16`: what an out-of-the-box OpenVINO deployment runs on such a CPU) and fp16
-devices are usable only where the plugin says it can (its ``OPTIMIZATION_CAPABILITIES`` list
-"BF16" / "FP16"); elsewhere `available()` gives the capabilities it has instead.
-
-INT8 (`cpu-openvino-int8`): the model is quantized at compile time and the CPU plugin runs its
-quantized layers in u8/i8 (the rest in f32, forced, never bf16). Option `quantizer`:
-"onnx-qdq" (default: ONNX Runtime's static QDQ quantizer, which OpenVINO reads as FakeQuantize;
-every convolution ran u8, 1.26-1.84x faster than f32 (median 1.31x) on the default family's subnets
-here, with no extra package) or "nncf" (`nncf.quantize` on the IR, performance preset; needs nncf). The
-artifact records `int8_share` from the compiled model's execution graph.
+Precision is forced (the CPU plugin runs bf16 by default on CPUs with AMX/AVX512-BF16, so fp32
+devices pass `INFERENCE_PRECISION_HINT: f32`), and the thread count and precision are read back
+from the compiled model. bf16/fp16 devices are usable only where the plugin lists the capability;
+INT8 devices quantize at compile time (option `quantizer`: "onnx-qdq", the default, or "nncf").
 
 OpenVINO sends usage telemetry unless its user has opted out: on `import openvino` and on every
-`openvino.convert_model` (a forked process per event that reaches for the network). hwnas reaches
-for nothing: it imports openvino with OpenVINO's own no-op telemetry stub (`import_openvino`) and
-reads ONNX with the runtime's ONNX frontend (`onnx_to_ov_model`), not the converter.
+`openvino.convert_model`. hwnas reaches for nothing: it imports openvino with OpenVINO's own no-op
+telemetry stub (`import_openvino`) and reads ONNX with the runtime's ONNX frontend
+(`onnx_to_ov_model`), not the converter. Options, precisions and INT8: docs/devices.md, 'Backends'.
 """
 
 from __future__ import annotations

@@ -1,58 +1,14 @@
 """The measurement protocol: how hwnas times a model, identically on every backend.
 
-Backends only compile and load (`hwnas.devices.base`); this module is the one place that times.
+Backends only compile and load (`hwnas.devices.base`); this module is the one place that times: a
+seeded input staged outside the timed call, thread counts re-applied and read back before every
+timed block, warm-up by count and by time, `perf_counter_ns` (CPU) or CUDA events (GPU) around each
+inference, summarised as `LatencyStats`. `measure_many` corrects for the machine's drift: shuffled
+rounds with a small reference model timed beside every candidate's block; the median per-round
+candidate/reference ratio times the device's calibrated anchor (`hwnas.profiling.anchors`) is the
+corrected latency. A candidate whose run raises stops the measurement with a `DeviceError` naming it.
 
-1. **Input.** One standard-normal input of the compiled shape per (shape, dtype), seeded, staged
-   with `Runner.prepare` (host->device copies happen here, outside the timed call).
-2. **Threads.** Before every timed block the runner's `activate()` re-applies the device's
-   intra-op thread count and reads it back from the runtime (torch: `torch.get_num_threads()`
-   after `set_num_threads`; ONNX Runtime: the session's `intra_op_num_threads`; OpenVINO: the
-   compiled model's `INFERENCE_NUM_THREADS`; ExecuTorch: the XNNPACK thread pool's size). A
-   mismatch raises; the verified count is recorded in `LatencyStats.threads`.
-3. **Warm-up.** Before every timed block: at least `warmup_runs` runs *and* at least `warmup_s`
-   seconds, whichever takes longer, so small models warm for long enough and large ones still
-   get several runs (allocator, caches, JIT kernel selection, CPU frequency).
-4. **Timing.** CPU: `time.perf_counter_ns` around each single inference, with Python's garbage
-   collector paused during the timed runs (as `timeit` does). GPU: the runner's own
-   `time_once` - CUDA events recorded on the work's stream after a synchronize, waiting for the
-   end event. One sample = one inference at the device's batch size.
-5. **Statistics** (`LatencyStats`): median, mean, std (ddof=1), p90, p99 (linear interpolation),
-   min, n, cv = std/mean, and how the numbers were taken (device, backend, threads, batch,
-   precision, resolution, host, timer, software versions).
-6. **Drift correction** (`measure_many`). Shared machines drift by tens of percent within
-   minutes, which plain medians cannot tell from model differences: two passes over 400 OFA
-   subnets (ONNX Runtime, 1 thread, 30-run medians) disagreed by 13% (median); shuffled rounds
-   plus normalising by a reference cut that to 2.6%. So candidates are measured in `rounds`
-   rounds, each in a fresh random order, and a fixed small reference model is timed right before
-   and after every candidate's block (R C1 R C2 R ... Cn R; neighbouring candidates share the
-   reference block between them). For each round::
-
-       ratio_r = median(candidate samples in round r) / median(reference samples just before
-                                                                 and just after that block)
-
-   and ``corrected_ms = median_r(ratio_r) * anchor_ms``. The ratio is the drift-free quantity;
-   the anchor only puts it back in milliseconds, so it must be the *same* number for every
-   measurement that is compared: the profiler passes the device's calibrated reference latency
-   (`hwnas.profiling.anchors`), kept in the run and shared by all runs on the host. Without an
-   anchor, the median of all reference samples of this call is used (then two sessions differ by
-   the machine's state: 2-4% between two passes measured on this 2-core VM).
-   A candidate's first block warms up fully (item 3); its later blocks re-warm with
-   `rewarm_runs` runs only (allocator and kernels are warm; this refreshes caches), which makes
-   many short rounds cheap. Many rounds matter more than many runs: on this VM, 9 rounds of 10
-   runs cut the pass-to-pass disagreement of the ratio of 3 rounds (ORT, 30 subnets: 2.4% ->
-   0.9% median), while 5 rounds of 20 runs did not help - the noise is the machine's state from
-   second to second, which only more, separate looks average out. With the default 15 rounds and
-   the host's anchor, two processes agreed to 1.5% (ORT), 1.7% (OpenVINO), 1.4% (ExecuTorch) and
-   2.8% (PyTorch eager) median, where raw medians disagreed by 5-13%
-   (experiments/results/devices.json). What it cannot do: on a noisier host (a 2-core AMD VM) the
-   candidates' raw medians followed the small reference's with an elasticity of 0.4-0.6, not 1, and
-   a 15-round measurement spread ~10% between passes whatever the reference
-   (experiments/bench_reference_size.py): there one session's number is good to about +-10%.
-   Raw statistics pool the candidate's samples over all rounds (n = rounds * runs);
-   `LatencyStats.ratio` is the latency relative to the reference.
-
-Failures are never dropped: a candidate whose run raises stops the measurement with a
-`DeviceError` that names it.
+The protocol's design, item by item, and how well it holds: docs/devices.md, 'Measurement protocol'.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ __all__ = ["ProtocolSettings", "ProtocolOptions", "protocol_error"]
 
 
 class ProtocolSettings(BaseModel):
-    """`measure_many`'s settings (why 15 rounds: `hwnas.devices.protocol`, item 6). The bounds keep a
-    measurement's work finite."""
+    """`measure_many`'s settings (why 15 rounds: docs/devices.md, 'Measurement protocol', item 6).
+    The bounds keep a measurement's work finite."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

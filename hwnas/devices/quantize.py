@@ -1,46 +1,14 @@
 """INT8 post-training quantization for the INT8 device variants, and what really runs in INT8.
 
-Calibration: a backend compiling an INT8 artifact quantizes with the images given to
-`Backend.compile(..., calibration=images)` (training images, never test images); with none it
-uses a fixed-seed synthetic batch, so profiling works before real images are wired through. The
-artifact's metadata says which (``"calibration": "images" | "synthetic"``). Activation ranges are
-the 99.99th percentile of each tensor's calibration values, not their min/max: one extreme value no
-longer stretches a whole layer's scale. Measured on the Fashion-MNIST supernet (stage 5, ONNX Runtime,
-10,000 test images, 5 subnets: smallest, largest, 3 random), the top-1 drop was 0.40-1.02 points
-(median 0.46) with min/max ranges on 128 images and 0.13-0.32 (median 0.25) with the percentile on
-512 (`hwnas.supernet.data.CALIBRATION_IMAGES`); the 99.9th percentile clipped too much for some
-subnets (0.07-0.45). A fixed image set gives the same quantized model, byte for byte.
+A backend compiling an INT8 artifact calibrates on the images given to `Backend.compile(...,
+calibration=images)` (training images, never test images), else on a fixed-seed synthetic batch;
+the artifact's metadata says which. Activation ranges end at the 99.99th percentile of each
+tensor's calibration values, not at their min/max: one extreme value no longer stretches a whole
+layer's scale. The QDQ recipe follows what each runtime really runs in int8 (ReLU/Clip folded, SE's
+ReduceMean as GlobalAveragePool, per-channel weights, the stem convolution in float). What gets
+quantized depends on the weights, so INT8 profiling times trained weights.
 
-What to quantize, per runtime (the default family's subnets, 1 thread, this AVX512-VNNI CPU;
-measured on the models `hwnas export` ships, docs/int8.md). ONNX Runtime's QDQ fusions turn a
-Conv / Gemm / Add / Mul / GlobalAveragePool between DequantizeLinear and QuantizeLinear into one
-int8 kernel (QLinearConv, QGemm, QLinearAdd, QLinearMul, QLinearGlobalAveragePool); whatever is
-left between a DQ and a Q runs in fp32 and pays for the two conversions. So:
-
-- ReLU (and Clip) are quantized too (`ORT_OP_TYPES`): with uint8 activations the quantizer then
-  *removes* them, giving their range to the convolution before (its Q saturates at 0). Left out,
-  each ReLU stayed a DequantizeLinear -> QuantizeLinear pair in the optimized graph (20 of the 49
-  DQ/Q pairs of a mixed r36 subnet; that model ran 1.08x faster without them).
-- SE's ReduceMean(2,3) becomes GlobalAveragePool (QLinearGlobalAveragePool; quantized, ReduceMean
-  fell back to a slow fp32 reduce).
-- Per-channel weights (the default; ``per_channel: false`` on an ONNX Runtime INT8 device gives
-  per-tensor): per-tensor ran 7-16% faster on the four probe subnets but its top-1 drop depends on
-  the weights: 0.24-0.38 points on one supernet's weights, 0.69 on the smallest subnet of the next
-  (per-channel: 0.33), on Fashion-MNIST's 10,000 test images.
-- Hardswish stays between a DQ and a Q (ONNX Runtime has no int8 hardswish). Rewriting it as
-  QLinearAdd(x, 3) + QLinearMul (a fully int8 graph) measured 0.88-1.10x: no gain, not done.
-- The stem (the convolution that reads the image) stays float: quantized, it cost the smallest
-  subnet of the Fashion-MNIST supernet (stage 7) 0.69 points and an r40 one 0.53; kept float, 0.19
-  and 0.26 (10,000 test images; more calibration images or the classifier in float did not do it).
-  It is one small convolution, so the speed is the same (docs/int8.md).
-- Depthwise convolutions stay int8: kept fp32 (`nodes_to_exclude`) the mixed r36 subnet ran 13%
-  slower and the smallest no faster (layout changes around them).
-
-OpenVINO runs the same QDQ graph (per-channel weights) with every convolution in u8 (its
-low-precision transformations absorb the activations); on a CPU with AVX512-BF16 its int8 kernels
-are hardly faster than the bf16 ones it runs fp32 models in by default (int8 depthwise 1.8x
-slower), so there INT8 pays against forced f32 only (docs/int8.md). What is quantized depends on the weights (random ones left ORT with
-12-15 % fp32 layers), so INT8 profiling times trained weights (`hwnas.profiling.session`).
+Each choice and its measurements: docs/devices.md, 'INT8 quantization', and docs/int8.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """Backends and devices by name: the built-in devices, user devices from YAML, lookups.
 
-A devices YAML lists extra devices (built-in names cannot be redefined)::
+A devices YAML adds devices (under ``devices:``, a list or a mapping ``name: {backend: ...}``);
+built-in names cannot be redefined, and every entry is validated when the file is read: any
+problem is one `DeviceError` line naming the file and the device. A device's variant in another
+precision is the device named ``<name>-<precision>`` with that precision (`precision_variant`).
 
-    devices:
-      - name: cpu-ort-2t
-        backend: onnxruntime
-        threads: 2
-      - name: xeon-openvino
-        backend: openvino
-        threads: 4
-      - name: xeon-openvino-bf16
-        backend: openvino
-        precision: bf16
-        threads: 4
-
-(a mapping ``name: {backend: ..., ...}`` works too). Every entry is validated when the file is
-read; any problem is one `DeviceError` line naming the file and the device. A device's variant in
-another precision (what ``hwnas search --precision bf16|int8|auto`` scores its subnets in) is the
-device named ``<name>-<precision>`` with that precision (`precision_variant`): above,
-``xeon-openvino-bf16`` is ``xeon-openvino``'s bf16 variant, as ``cpu-openvino-bf16`` and
-``cpu-openvino-int8`` are ``cpu-openvino``'s.
+The file's format, with examples: docs/devices.md, 'Devices: adding your own'.
 """
 
 from __future__ import annotations

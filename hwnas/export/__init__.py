@@ -5,8 +5,8 @@
     with load(bundle_dir) as bundle:
         classes, probs = bundle.predict(images)
 
-See `hwnas.export.api` for what a bundle holds, and `hwnas.devices.tensorrt_build` for the TensorRT
-engine builder that every TensorRT bundle carries.
+See docs/pipeline.md, 'Export bundles', for what a bundle holds, and `hwnas.devices.tensorrt_build`
+for the TensorRT engine builder that every TensorRT bundle carries.
 """
 
 from __future__ import annotations

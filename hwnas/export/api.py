@@ -1,31 +1,14 @@
 """`hwnas export`: deployable bundles of a run's subnets, compiled by the device's own backend.
 
-For each subnet: load the run's supernet, extract the subnet with its trained weights, recalibrate
-BatchNorm on training images (by default the same 1000-image calibration set, seed 0, as the
-accuracy table, so the bundle reproduces the accuracy the search saw), evaluate it on the test
-split, compile it with the device's `Backend.compile` (the call profiling timed: what was profiled
-is what ships), verify the compiled model against the PyTorch subnet on test images through the
-device's `Runner`, measure its latency with the drift-corrected protocol beside the profiler's
-reference subnet, and publish ``<run>/exports/<id>-<device>/``:
+What was profiled is what ships: each subnet is extracted with its trained weights, BN-recalibrated
+like the accuracy table (so it reproduces the accuracy the search saw), compiled with the device's
+`Backend.compile`, verified against the PyTorch subnet through the device's `Runner`, timed beside
+the profiler's reference subnet and published as ``<run>/exports/<id>-<device>/``.
+Reduced-precision bundles are also scored on the whole test split and fail above `max_int8_drop`.
+A device whose backend `builds_on_target` (TensorRT) and is not usable here gets an ONNX-only
+bundle with a build kit; every other device must be usable here, since export verifies on it.
 
-    model.onnx                  always (the device's own ONNX where its backend makes one)
-    model.xml/.bin | model.pte | model.tflite | model.engine    the device's artifact
-    weights.safetensors         the PyTorch subnet (BN recalibrated)
-    build.sh, build_engine.py, calib.npy                          TensorRT devices: build kit
-    verify.json, model.json, SHA256SUMS
-
-Reduced-precision devices (precision "int8" or "bf16") also run the compiled artifact over the
-whole test split, on the same resized images as the PyTorch subnet beside it: verify.json's
-``int8`` / ``bf16`` block (and model.json's ``accuracy.int8`` / ``accuracy.bf16``) holds both
-top-1s, the drop in points, their top-1 agreement, the measured latency and, for INT8, the share
-of layers the runtime runs in int8 (`int8_share`, plus `qdq_pairs` and `fp32_ops` where the runtime
-says). A drop above `max_int8_drop` (default 1.0 point) fails the bundle, bf16 ones too (their drop
-is ~0). Both files say the bundle's ``precision``.
-
-TensorRT engines are tied to the GPU that builds them (the backend declares
-`Backend.builds_on_target`), so such a device that is not usable here still gets a bundle: the
-ONNX (checked with ONNX Runtime), the backend's build kit and status "onnx-only: <reason>". Every
-other device must be usable here, since export verifies on it.
+The bundle's files and checks: docs/pipeline.md, 'Export bundles'.
 """
 
 from __future__ import annotations
@@ -48,6 +31,7 @@ from hwnas.export.budget import judge_latency, search_verification
 from hwnas.export.manifest import (VERIFY_JSON, check_destination, discard, publish, staging_dir,
                                    write_manifest)
 from hwnas.export.memory import bundle_memory
+from hwnas.export.record import checked_verify
 from hwnas.export.resolve import Candidate, pareto_members, resolve_subnet
 from hwnas.export.settings import MAX_INT8_DROP, ExportSettings
 from hwnas.export.verify import (Report, Tolerance, VerificationError, compare, input_dependence,
@@ -264,12 +248,12 @@ class _Exporter:
                       else "verified")
             memory = bundle_memory(self.run.family, arch, int(meta["n_classes"]), self.device.precision,
                                    compiled.artifact)
-            atomic_write_json(stage / VERIFY_JSON, {
+            atomic_write_json(stage / VERIFY_JSON, checked_verify({
                 "status": status, **report.to_dict(), "device": self.device.name, "precision": precision,
                 "images": {"split": "test", "n": int(len(images)), "resolution": arch.r},
                 "weights": _weights_source(finetuned),
                 **({precision: reduced} if reduced is not None else {}),
-                "latency": latency, "memory": memory})
+                "latency": latency, "memory": memory}))
             if reduced is not None:
                 accuracy = {**accuracy, precision: reduced}
             manifest = self._meta(cand, meta, loaders, accuracy, compiled, latency, report, status, memory)

@@ -12,7 +12,6 @@ rule and every measurement.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
 import numpy as np
@@ -30,7 +29,7 @@ def search_verification(run: Any, device: str, arch_id: str) -> dict[str, Any] |
         return None
     latency = (search.acceptance or {}).get("latency") or {}
     for rec in search.verification:
-        if rec.id == arch_id and rec.device == device and rec.budget_ms is not None:
+        if rec.id == arch_id and rec.device == device and None not in (rec.measured_ms, rec.budget_ms):
             return {"measured_ms": rec.measured_ms, "rel_se": rec.rel_se, "budget_ms": rec.budget_ms,
                     "accepted": rec.accepted, "margin": float(latency.get("margin", 0.02)), "rule": latency.get("rule"),
                     "search_id": search.search_id}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from hwnas.errors import HwnasError, InputError
+from hwnas.export.record import BundleRecord, checked_bundle, schema_problem
 from hwnas.fileio import atomic_write_json, atomic_write_text, pid_alive, sha256_file
 
 __all__ = ["FORMAT", "VERSION", "MODEL_JSON", "VERIFY_JSON", "SUMS", "BundleError", "sha256_file",
@@ -48,7 +49,7 @@ def write_manifest(root: Path, meta: dict[str, Any]) -> dict[str, Any]:
     meta["files"] = {p.relative_to(root).as_posix(): {"bytes": p.stat().st_size,
                                                        "sha256": sha256_file(p)}
                      for p in _files(root)}
-    atomic_write_json(root / MODEL_JSON, meta)
+    atomic_write_json(root / MODEL_JSON, checked_bundle(meta))
     lines = [f"{rec['sha256']}  {name}" for name, rec in meta["files"].items()]
     lines.append(f"{sha256_file(root / MODEL_JSON)}  {MODEL_JSON}")
     atomic_write_text(root / SUMS, "\n".join(lines) + "\n")
@@ -76,6 +77,10 @@ def read_meta(root: str | Path) -> dict[str, Any]:
     if meta.get("version") != VERSION:
         raise BundleError(f"{path} has bundle version {meta.get('version')!r}; this hwnas reads "
                           f"version {VERSION}: export the bundle again")
+    problem = schema_problem(BundleRecord, meta)
+    if problem is not None:
+        raise BundleError(f"{path} does not fit the bundle schema ({problem}); the bundle is damaged: "
+                          "export it again")
     return meta
 
 

@@ -8,9 +8,9 @@ A family defined elsewhere (a test's, a plug-in's) joins with `register_family` 
 from __future__ import annotations
 
 from hwnas.families.base import ElasticSupernet, Family
-from hwnas.families.genes import GeneArch, GeneGroup
+from hwnas.families.genes import GeneArch, GeneGroup, ShrinkPhase
 from hwnas.families.registry import (DEFAULT_FAMILY, family_names, get_family, register_family, registered_family,
                                      unregister_family)
 
-__all__ = ["Family", "ElasticSupernet", "GeneArch", "GeneGroup", "DEFAULT_FAMILY", "family_names", "get_family",
+__all__ = ["Family", "ElasticSupernet", "GeneArch", "GeneGroup", "ShrinkPhase", "DEFAULT_FAMILY", "family_names", "get_family",
            "register_family", "unregister_family", "registered_family"]

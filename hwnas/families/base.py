@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol, Sequence, ru
 import numpy as np
 
 from hwnas.errors import InputError
-from hwnas.families.genes import (IMAGENET_MEAN, IMAGENET_STD, OFA_RESOLUTIONS, GeneArch, GeneGroup, arch_resolution,
-                                  check_head_args, check_n_classes)
+from hwnas.families.genes import (IMAGENET_MEAN, IMAGENET_STD, OFA_RESOLUTIONS, GeneArch, GeneGroup, ShrinkPhase,
+                                  arch_resolution, check_head_args, check_n_classes)
 
 if TYPE_CHECKING:  # torch stays a lazy import: space tools and the CLI's startup do not need it
     import torch.nn as nn
@@ -68,8 +68,9 @@ class Family(ABC):
     published: ClassVar[Mapping[float, str]] = {}
     #: True when any positive width multiplier builds a network (not only `widths`)
     any_width: ClassVar[bool] = False
-    #: progressive shrinking, in training order: (phase name, the gene group it makes elastic)
-    shrink_phases: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: progressive shrinking, in training order: `ShrinkPhase`s (name, the gene group it makes
+    #: elastic, how); its names are the phases a training config may set besides "full" and "elastic"
+    shrink_phases: ClassVar[tuple[ShrinkPhase, ...]] = ()
     #: how `compact` accuracy features summarise the genes (`hwnas.accuracy.features`): "groups"
     #: (each always-active group as values, each other group's mean over its active genes and
     #: their number) or "stages" (per depth gene of the `slot_layout`: its value and, per gene

@@ -9,14 +9,26 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
 from hwnas.errors import InputError
 
-__all__ = ["GeneGroup", "GeneArch", "check_n_classes", "check_head_args", "arch_resolution", "IMAGENET_MEAN",
+__all__ = ["GeneGroup", "GeneArch", "ShrinkPhase", "check_n_classes", "check_head_args", "arch_resolution", "IMAGENET_MEAN",
            "IMAGENET_STD", "OFA_RESOLUTIONS"]
+
+class ShrinkPhase(NamedTuple):
+    """One phase of progressive shrinking (`hwnas.supernet.train.build_phases`): the gene group it
+    makes elastic, and how. `gradual`: open the two largest choices first, then all (when there are
+    more than two); `sorts_channels`: sort channels by importance before the phase starts (phases
+    that cut channels: expand ratios, widths)."""
+
+    name: str
+    group: str
+    gradual: bool = True
+    sorts_channels: bool = False
+
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

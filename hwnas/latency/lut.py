@@ -1,32 +1,13 @@
 """Lookup-table latency model (Once-for-All style): a subnet costs the sum of its parts.
 
-Parts are those of the family's cost layout: the stem, each searchable block the subnet runs and
-the head (`hwnas.families.parts`, gathered by `hwnas.latency.layout.PartGather`). A part's type is
-its lookup-table entry without the size (`CostLayout.type_key`). Two ways to get per-part costs:
+Parts are those of the family's cost layout (the stem, each searchable block the subnet runs, the
+head: `hwnas.families.parts`, gathered by `hwnas.latency.layout.PartGather`). Per-part costs are
+either measured (``mode="entries"``: summing isolated parts misses the runtime's per-call overhead
+and fusion across parts, so `fit` on a few whole subnets calibrates ``ms = a + b * sum``) or fitted
+from whole subnets alone (``mode="nnls"``: non-negative costs, ridge-shrunk toward a
+FLOPs-proportional model while rows are few).
 
-- ``mode="entries"``: measured per-part latencies (`LookupTablePredictor.from_entries`), the table
-  a per-block profile produces. Summing isolated parts misses the runtime's per-call overhead and
-  fusion across parts, so `fit` on a few whole subnets then calibrates ``ms = a + b * sum``.
-- ``mode="nnls"``: no per-part measurements, only whole subnets (a flat table). A part of type t
-  at input feature size ``size`` costs ``theta * MACs + a_t + b_t * (size / 32)^2``, plus a free
-  constant. All terms but the constant are non-negative; (a_t, b_t) carry a ridge penalty
-  `alpha`, so with few rows the table shrinks toward a FLOPs-proportional model instead of toward
-  zero, and with many rows each type gets its own cost. The family that `predates_families` keeps
-  the table it was first fitted with: block types of stage, first-or-later position, kernel and
-  expand only, and the stem and head together ``theta * MACs + c * (r/128)^2``.
-
-Entries table (a DataFrame; the layout's `entry_columns` + a latency column, default ``ms``), for
-most families:
-
-    part   "stem" | "block" | "head"
-    stage  the block's stage (-1 stem, the number of stages for the head)
-    j      position in the stage; later positions (j >= 1) share shapes, so any j >= 1 serves all
-    in_ch  the block's input channels (checks the entries' width multiplier)
-    k, e   kernel and expand ratio (0 for stem/head)
-    size   input feature size: the image resolution for the stem, the head's input size for the head
-    ms     measured latency in milliseconds
-
-Sizes that were not measured are interpolated per part type as ``ms = a + b * size^2``.
+Both modes' cost formulas and the entries table's columns: docs/pipeline.md, 'Lookup-table predictor'.
 """
 
 from __future__ import annotations

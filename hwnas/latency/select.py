@@ -1,29 +1,14 @@
 """Model selection: cross-validation over candidate predictors, pick the best.
 
-Criterion (``CRITERIA``; the default is ``one-se``):
+Criteria (``CRITERIA``): ``within-10`` takes the highest fraction of out-of-fold predictions within
++-10%. ``one-se`` (the default) takes a transfer candidate (from ``--base`` or a runtime prior)
+instead of that winner when its squared log error and its fraction outside +-10% are each within
+one standard error of the winner's: with few rows a richer model wins the CV by luck, so the prior
+stays until the rows clearly say otherwise. A runtime prior is a candidate only when the device
+follows that runtime (`PRIOR_SLOPE`). Out-of-fold predictions are pooled before scoring; the folds
+and the candidates depend on the number of rows.
 
-- ``one-se``: the ``within-10`` winner, unless a transfer candidate (from ``--base``, then from
-  the runtime priors, `hwnas.latency.priors`; the most prior-bound first) has a mean out-of-fold
-  squared log error and a fraction of rows outside +-10% each within one standard error of the
-  winner's (compared row by row): then the first such transfer. (The squared error alone let a
-  prior with 57% of rows within +-10% beat a fit with 92% on a noisy 60-row quickstart profile: a
-  few outliers made its standard error wide.) At 20 rows the CV estimate of 15 candidates is noisy
-  and a richer model wins by luck; this keeps the prior unless the rows clearly say otherwise, and as
-  rows arrive the standard error shrinks so the data overrides it. A runtime prior's transfer
-  is a candidate at all only when the slope of the table's log-latency on the prior's (its
-  plain rescale, fitted on every row) is within `PRIOR_SLOPE` (the device follows that runtime). (Applying the rule to every
-  candidate was tried: it chose FLOPs-like models too often on the simulated GPUs.)
-- ``within-10`` (hwnas before issue 31, kept as the baseline `hwnas latency eval` reports): the
-  highest fraction of out-of-fold predictions within +-10%, then the lower RMS log error, then the
-  earlier candidate.
-
-Out-of-fold predictions from all folds are pooled before scoring, so every row counts once.
-Folds: leave-one-out up to 30 rows (the least noisy estimate when rows are precious; the
-candidates there are cheap linear models), 10 up to 100 rows, else 5.
-Candidates depend on N: analytic models with at most N/2 features (so 20 rows choose among
-FLOPs-only, simple, compact and roofline models, 50 rows among all); lookup-table and hybrid
-models from 30 rows; the MLP from 100 rows; few-shot transfer whenever a source predictor is given
-(``--base``) and from every runtime prior of the family (unless ``priors=()``).
+The criteria, folds and candidates in detail: docs/pipeline.md, 'Choosing a latency predictor'.
 """
 
 from __future__ import annotations

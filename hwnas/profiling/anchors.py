@@ -1,25 +1,14 @@
 """Anchors: the calibrated latency of the reference model on a device, which turns drift-free
-ratios into milliseconds (``corrected_ms = ratio * anchor_ms``, see `hwnas.devices.protocol`).
+ratios into milliseconds (``corrected_ms = ratio * anchor_ms``).
 
-Why a calibrated number instead of each session's own reference median: the ratio survives
-drift, but a session's reference median carries the machine's state of that moment into every
-number of the session. On this 2-core VM two profiling passes over the same 30 subnets (ONNX
-Runtime) had reference medians 2-4% apart while their ratios agreed to 1% (median).
+A calibrated number rather than each session's own reference median, because that median carries
+the machine's state of the moment into every number of the session. A run keeps one anchor per
+device (a ``kind="reference"`` row in its store), so all its measurements share the scale its
+predictor learned; new runs take the host's anchor from the anchor book, keyed by everything that
+changes the reference's latency; remote agents are calibrated per run. The reference
+(`reference_arch`) is the space's smallest subnet at the middle resolution, fixed random weights.
 
-Scope:
-  - a run keeps one anchor per device: a ``kind="reference"`` row in its measurement store (the
-    reference measured as a candidate, with the full protocol). Resumed profiling, verification
-    of search winners and export all measure on the scale the run's predictor learned;
-  - new runs take the host's anchor from the anchor book, ``$XDG_STATE_HOME/hwnas/anchors.json``
-    (or ``$HWNAS_STATE_DIR/anchors.json``), keyed by everything that changes the reference's
-    latency: device, backend, threads, batch, precision, host, runtime versions, the reference
-    arch and the number of classes. So runs on one host share one scale. The first run with a
-    new key calibrates it; ``hwnas profile --recalibrate`` measures a fresh anchor for new runs.
-  - remote agents are calibrated per run (the book is for this host's devices).
-
-The reference itself (`reference_arch`: the space's smallest subnet at the middle resolution,
-with fixed random weights, `build_timing_subnet`) is what every measurement of a run is timed
-beside; `hwnas.profiling.session` keeps it compiled and loaded for one device.
+Scope, the book's location and key, recalibration: docs/devices.md, 'Anchors'.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ class BestEntry(_Part):
     id: SubnetId
     top1_pred: Optional[float] = None
     measured_top1: Optional[float] = None
-    ms_pred: dict[str, float] = {}
+    ms_pred: dict[str, Optional[float]] = {}
     measured_ms: dict[str, Optional[float]] = {}
 
 
@@ -67,7 +67,7 @@ class VerificationEntry(_Part):
 
     id: SubnetId
     device: str
-    measured_ms: float
+    measured_ms: Optional[float] = None
     predicted_ms: Optional[float] = None
     rel_se: float = 0.0
     budget_ms: Optional[float] = None

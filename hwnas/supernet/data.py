@@ -1,25 +1,12 @@
 """Datasets for training and evaluating the once-for-all supernet.
 
-Every dataset yields normalised float images at one *base* size (28 for the embedded MNIST digits,
-32 for CIFAR, `image_size` for an image folder). Once-for-All trains each batch at a resolution
-drawn from the search space's list, so resizing happens per batch, not per image: the trainer
-draws ``r = ResolutionSampler(...)(step)`` and calls ``resize_batch(x, r)`` (one bilinear
-interpolate over the whole batch, cheap on CPU).
+Every dataset yields normalised float images at one *base* size. Once-for-All trains each batch at
+a resolution drawn from the search space's list, so resizing happens per batch, not per image: the
+trainer draws ``r = ResolutionSampler(...)(step)`` and calls ``resize_batch(x, r)`` (one bilinear
+interpolate over the whole batch, cheap on CPU). Sources: ``fashion-mnist`` (default),
+``mnist-embedded``, ``imagefolder``, ``cifar10`` / ``cifar100``; nothing is ever downloaded.
 
-Sources (nothing is ever downloaded):
-
-- ``fashion-mnist`` (default): Fashion-MNIST, 28x28 grey replicated to 3 channels: the embedded copy
-  (``hwnas/assets/fashion-mnist/``) or, with ``root``, the original release's four idx files
-  (`hwnas.supernet.fashion_mnist`). ``val_images`` (default 5000) of the 60,000 training images are
-  held out for validation (stratified, seeded); the official 10,000 test images are the test split.
-- ``mnist-embedded``: 5000 real MNIST digits shipped with hwnas (``assets/mnist-digits/``), grey replicated
-  to 3 channels, split stratified by class with the seed (4000/500/500 by default).
-- ``imagefolder``: torchvision's class-per-subfolder layout. With train/, val/ and test/ each is
-  used as is. With train/ and val/ only, ``val_fraction`` of train/ is held out as the validation
-  split (what search and the accuracy table use, as Once-for-All does) and val/ is the test split
-  (train/ + test/ likewise). A single class-per-subfolder tree is split three ways with the seed.
-- ``cifar10`` / ``cifar100``: torchvision's extracted python format under ``root``; the official
-  test batch is the test split and ``val_fraction`` of the training set is held out.
+Each source's sizes and train / validation / test splits: docs/pipeline.md, 'Datasets'.
 """
 
 from __future__ import annotations

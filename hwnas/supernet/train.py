@@ -41,9 +41,6 @@ from hwnas.supernet.data import DataConfig, build_loaders, resize_batch
 __all__ = ["PhaseConfig", "TrainConfig", "Phase", "build_phases", "train_supernet", "load_train_config",
            "cosine_lr", "param_groups", "kd_loss", "transfer_config"]
 
-# a family runs the ones it has; "elastic" opens every gene at once (a transferred supernet is
-# elastic already: it skips the shrinking phases)
-PHASES = ("full", "kernel", "depth", "expand", "width", "elastic")
 
 
 class PhaseConfig(BaseModel):
@@ -98,9 +95,13 @@ class TrainConfig(BaseModel):
     def _known_phases(cls, v: Any) -> Any:
         if not isinstance(v, dict):
             raise ValueError("phases must map phase names to {epochs, lr, warmup_epochs}")
-        unknown = set(v) - set(PHASES)
+        # "full", then the shrinking phases families declare (`Family.shrink_phases`; one the
+        # config's family lacks is skipped, so one config serves every family), or "elastic":
+        # every gene at once (a transferred supernet is elastic already)
+        known = list(dict.fromkeys(["full", *shrink_phase_names(), "elastic"]))
+        unknown = set(v) - set(known)
         if unknown:
-            raise ValueError(f"unknown phases {sorted(unknown)}; phases are {', '.join(PHASES)}")
+            raise ValueError(f"unknown phases {sorted(unknown)}; phases are {', '.join(known)}")
         if "full" not in v:
             raise ValueError("the 'full' phase is required: later phases distil from it")
         return v
@@ -191,12 +192,19 @@ class Phase:
     sort_channels_first: bool = False
 
 
+def shrink_phase_names() -> list[str]:
+    """The shrinking phases of every registered family, in training order."""
+    from hwnas.families import family_names, get_family
+
+    return list(dict.fromkeys(p.name for name in family_names() for p in get_family(name).shrink_phases))
+
+
 def build_phases(cfg: TrainConfig) -> list[Phase]:
     """Progressive shrinking for the config's family: "full" trains the largest network; each of
     the family's phases (`Family.shrink_phases`: kernel, depth, expand for the MobileNets; depth,
     expand, width for ResNet50) then makes its gene group elastic while later groups stay at their
-    largest choice. Depth/expand/width phases first open the two largest choices, then all; the
-    expand phase sorts channels by importance first. A phase the config does not set takes the
+    largest choice. A gradual phase first opens the two largest choices, then all; a phase that
+    sorts channels does so by importance first. A phase the config does not set takes the
     "expand" phase's settings. With an "elastic" phase (BigNAS-style; transfer) every gene is open
     at once after "full", channels sorted by importance first."""
     from hwnas.families import get_family
@@ -204,7 +212,7 @@ def build_phases(cfg: TrainConfig) -> list[Phase]:
     family = get_family(cfg.family)
     space = cfg.search_space()
     full = space.to_dict()
-    largest = {group: [max(full[group])] for _, group in family.shrink_phases}
+    largest = {ph.group: [max(full[ph.group])] for ph in family.shrink_phases}
     sub = lambda **kw: family.space_from_dict({**full, **kw})  # noqa: E731
     phases: list[Phase] = []
 
@@ -218,18 +226,17 @@ def build_phases(cfg: TrainConfig) -> list[Phase]:
         pc = cfg.phases["elastic"]
         add("elastic", pc, space, pc.epochs, first=True)  # sorting keeps the function: harmless
         return phases
-    for i, (name, group) in enumerate(family.shrink_phases):
-        pc = cfg.phases.get(name) or cfg.phases.get("expand")
+    for i, ph in enumerate(family.shrink_phases):
+        pc = cfg.phases.get(ph.name) or cfg.phases.get("expand")
         if pc is None:
             continue
-        later = {g: largest[g] for _, g in family.shrink_phases[i + 1:]}
-        sorts = name == "expand"
-        if name == "kernel":
-            add(name, pc, sub(**later), pc.epochs, first=sorts)
+        later = {p.group: largest[p.group] for p in family.shrink_phases[i + 1:]}
+        if not ph.gradual:
+            add(ph.name, pc, sub(**later), pc.epochs, first=ph.sorts_channels)
             continue
-        half = pc.epochs // 2 if len(full[group]) > 2 else 0
-        add(f"{name}-1", pc, sub(**later, **{group: sorted(full[group])[-2:]}), half, first=sorts)
-        add(f"{name}-2", pc, sub(**later), pc.epochs - half, first=sorts and half == 0)
+        half = pc.epochs // 2 if len(full[ph.group]) > 2 else 0
+        add(f"{ph.name}-1", pc, sub(**later, **{ph.group: sorted(full[ph.group])[-2:]}), half, first=ph.sorts_channels)
+        add(f"{ph.name}-2", pc, sub(**later), pc.epochs - half, first=ph.sorts_channels and half == 0)
     return phases
 
 

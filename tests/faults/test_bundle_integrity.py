@@ -26,6 +26,7 @@ def _make_bundle(root: Path, tiny_onnx, status: str = "verified") -> Path:
     tiny_onnx(root / "model.onnx")
     (root / "verify.json").write_text(json.dumps({"status": status}))
     write_manifest(root, {"format": FORMAT, "version": VERSION, "id": "abc", "status": status,
+                          "accuracy": {"split": "test", "top1": 90.0, "n": 8},
                           "classes": [str(i) for i in range(4)],
                           "preprocess": {"size": 8, "mean": [0.0] * 3, "std": [1.0] * 3},
                           "onnx": {"file": "model.onnx", "input_shape": [1, 3, 8, 8],

@@ -75,6 +75,7 @@ def _bundle(root: Path, tiny_onnx) -> Path:
     tiny_onnx(root / "model.onnx")
     (root / "verify.json").write_text(json.dumps({"status": "verified"}))
     write_manifest(root, {"format": FORMAT, "version": VERSION, "id": "abc", "status": "verified",
+                          "accuracy": {"split": "test", "top1": 90.0, "n": 8},
                           "classes": ["a", "b", "c", "d"],
                           "preprocess": {"size": 8, "mean": [0.0] * 3, "std": [1.0] * 3},
                           "onnx": {"file": "model.onnx", "input_shape": [1, 3, 8, 8], "input_dtype": "float32"}})
@@ -119,7 +120,8 @@ def test_an_incomplete_staging_folder_is_never_published(tmp_path, tiny_onnx):
     out = tmp_path / "exports" / "x-cpu-ort"
     stage = staging_dir(out)
     tiny_onnx(stage / "model.onnx")
-    write_manifest(stage, {"format": FORMAT, "version": VERSION, "id": "x", "status": "verified"})
+    write_manifest(stage, {"format": FORMAT, "version": VERSION, "id": "x", "status": "verified",
+                           "accuracy": {"split": "test", "top1": 90.0, "n": 8}})
     (stage / "model.onnx").unlink()  # e.g. deleted by someone else's cleanup
     with pytest.raises(BundleError, match="model.onnx is missing"):
         publish(stage, out)

@@ -24,6 +24,7 @@ def _hostile_bundle(root: Path, tiny_onnx, target: Path, **device_changes) -> Pa
     device.update(device_changes)
     write_manifest(root, {
         "format": FORMAT, "version": VERSION, "id": "abc", "status": "verified",
+        "accuracy": {"split": "test", "top1": 90.0, "n": 8},
         "classes": [str(i) for i in range(4)],
         "preprocess": {"size": 8, "mean": [0.0] * 3, "std": [1.0] * 3},
         "onnx": {"file": "model.onnx", "input_shape": [1, 3, 8, 8], "input_dtype": "float32"},

@@ -37,7 +37,8 @@ def test_a_file_without_a_version_reads_as_version_1(tmp_path):
 
 def test_entries_that_do_not_fit_are_left_out_one_by_one(tmp_path):
     hostile = {**GOOD, "best": [{"id": "0123456789ab` ![x](http://192.0.2.1/p.png)"}, *GOOD["best"]],
-               "verification": [{"id": "0123456789ab", "device": "cpu-ort"}, *GOOD["verification"]],
+               "verification": [{"id": "0123456789ab", "device": "cpu-ort", "measured_ms": "fast"},
+                                *GOOD["verification"]],
                "latency_trust": {"cpu-ort": {"n": "many"}}, "settings": {"budgets_ms": "fast"}, "history": 3}
     (tmp_path / "search.json").write_text(json.dumps(hostile))
     record = read_search(tmp_path / "search.json")

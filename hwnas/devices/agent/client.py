@@ -1,53 +1,14 @@
 """The agent client: `RemoteBackend` is the backend of every device with a `host`.
 
 Compiling happens here (ONNX export, as for onnxruntime); timing happens on the agent, with the
-same protocol (`hwnas.devices.protocol`) run there. A remote device therefore has no local
-`Runner` (`load` says so); profiling branches once on `device.is_remote`::
+same protocol (`hwnas.devices.protocol`), so a remote device has no local `Runner` and profiling
+branches once on `device.is_remote` (`measure_artifacts` serves remote and local devices alike).
+Models are packed into requests that fit the agent's size limit, each one drift-corrected session,
+so `ratio` is comparable across requests. A request's retries reuse its id, so a retry gets the
+stored result, never a second measurement. An agent's answer is not trusted: it is read within time
+and size limits and checked against a schema before use. Every failure is one `AgentError` line.
 
-    backend = device.backend_impl()            # RemoteBackend for a device with a host
-    artifacts = {i: backend.compile(net, x, workdir / i) for i, net in nets.items()}
-    reference = backend.compile(reference_net, x, workdir / "reference")
-    stats = backend.measure_many(artifacts, reference, rounds=3, runs=10, progress=cb)
-
-`measure_artifacts(backend, artifacts, reference, **kw)` does that for remote and local devices
-alike. `measure_many` packs the models into requests that fit the agent's size limit (at most
-`max_models_per_request` each); each request is one drift-corrected session on the agent, so
-`ratio` is comparable across requests. `progress(done, total, id)` counts models as their
-request returns. `measure(artifact, reference=None, **kw)` mirrors `protocol.measure`.
-
-A remote device is a normal device entry plus where its agent is::
-
-    - name: jetson-ort
-      backend: onnxruntime        # what the agent runs (or options.agent.device: a name there)
-      threads: 4
-      host: 10.0.0.7
-      port: 8765
-      token_file: ~/.hwnas/jetson.token
-      tls_fingerprint: "sha256:AB:CD:..."   # optional: speak TLS (`hwnas agent serve --tls`)
-      options:
-        agent: {connect_timeout_s: 3, read_timeout_s: 900, retries: 5, backoff_s: 0.5}
-
-The agent runs only its own devices (its built-ins and its --devices file) and takes nothing
-but a device name from a request. The client sends `options.agent.device` when given, else the
-name of the agent device whose backend/threads/batch/precision/provider/options equal this
-device's (from the agent's /health); with none, the device is unavailable and says so.
-
-Each request carries a fresh request id that its retries reuse: after a timeout, a dropped
-connection or a restarted agent, the retry gets the stored result, never a second measurement.
-Connection errors and 5xx are retried with exponential backoff; 4xx are final; a 503 `busy`
-waits its `Retry-After` (for up to `busy_wait_s`) without using up a retry. Every failure is
-one `AgentError` line (unreachable agent, refused token, payload too large, not ONNX, a time
-limit, the agent's own failure).
-
-With `tls_fingerprint` the client speaks TLS and accepts only the certificate with that SHA-256
-fingerprint (`tls`), checked before the token is sent; a mismatch, or an agent that does not
-speak TLS, is one final `AgentError` line. Without it, traffic is plain HTTP as before, and an
-agent started with --tls answers with a refusal saying to pin its certificate.
-
-An agent's answer is not trusted (plain HTTP: anyone on the path may write it): it is read
-within `read_timeout_s` in all and up to `max_response_bytes`, and checked against a schema
-(`_HealthAnswer`, `_MeasureAnswer`: required keys, types, finite positive latencies, exactly
-the models asked for) before anything is used or stored; a bad answer is one `AgentError` line.
+Device entry, agent device choice, retries, TLS pinning: docs/devices.md, 'The agent, in detail'.
 """
 
 from __future__ import annotations

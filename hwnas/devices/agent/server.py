@@ -1,50 +1,14 @@
 """The agent: an HTTP server on the target machine that times ONNX models with its backends.
 
-    GET  /health        versions, the agent's devices and why any is unusable, the limit on
-                        request size, measurement counters, the request being measured
-    POST /measure       one model (+ optional reference: R C R)   -> protocol.measure
-    POST /measure_many  models + a reference (drift-corrected)    -> protocol.measure_many
+GET /health, POST /measure and POST /measure_many (`protocol.measure` / `measure_many`). A token
+allows timing a self-contained ONNX model on the agent's own devices and nothing else: a request
+names a device and carries no device spec, runtime option, provider or path; the token, size and
+content type are checked before a body is read. One measurement at a time (two timings on the same
+cores ruin both), built and timed in a child process (`worker`) killed at its time limits, so no
+client can hold the agent. Finished requests are stored by request id: a retry is answered from
+disk, also after a restart. Run it with `hwnas agent serve` or `python -m hwnas.devices.agent`.
 
-Bodies are `wire` frames; answers are JSON (`{"results": {id: LatencyStats}, ...}` or a refusal
-`{"error", "message"}`). Checks run cheapest first and before the body is read: the token
-(`Authorization: Bearer`, constant-time compare), the size (Content-Length against
-`max_request_bytes`), the content type. Then each blob must be self-contained ONNX.
-
-The agent serves only its own devices (built-ins and its --devices file): a request names one
-(`agent_device`) and carries no device spec, runtime option, execution provider, path or cache
-setting (`wire.decode_frames` refuses such fields with 400). A token therefore allows timing an
-ONNX model on those devices and nothing else: no file on the agent is named by a client.
-
-The reference model is the client's: it is sent like any model and kept by sha256, so after the
-first request of a session only its hash travels. (A built-in reference would make ratios
-incomparable with the client's other devices, which normalise by the client's reference.)
-
-Backends whose artifact is ONNX (onnxruntime) run the received file as is. Another backend is
-served when it offers `compile_onnx(artifact, workdir) -> Artifact`: OpenVINO converts the ONNX to
-IR, TensorRT builds an engine from it (a Jetson's agent serves `trt`). Backends without that hook
-(PyTorch eager, ExecuTorch, LiteRT: they compile from the PyTorch module) are refused with the reason.
-
-One measurement at a time: requests queue on one lock, because two timings on the same cores
-ruin both. Validating and loading models happen under the lock too (they are CPU work).
-Finished requests are stored by request id (`store.ResultStore`), so a retried id is answered
-from disk, also after a restart, and never measured twice.
-
-No client can hold the agent (`AgentLimits`, each an option of `hwnas agent serve`): models are
-built and timed in a child process (`worker`) that is killed when one build, one inference or
-the whole request passes its time limit (the device is free again at once; the client gets 422
-`time_limit`); at most `max_queue` requests wait for the device (more: 503 `busy` with
-`Retry-After`, decided before a body is read, so waiting requests hold bounded memory); every
-connection must deliver its headers and its whole request by a deadline, at most
-`max_connections` are open and a new one displaces the oldest that has not authenticated yet;
-SIGTERM lets a measurement finish for `stop_grace_s`, then cancels it and exits. Refusals never
-show the agent's own paths.
-
-With `tls` (`--tls`) the agent speaks only TLS, with the certificate `tls.ensure_certificate`
-keeps beside the token file; the handshake runs in the connection's own thread under its header
-deadline, never in the accept loop. A plain-HTTP client gets a plain 400 `tls_required` refusal
-(its request is never read, so its token is not checked or used).
-
-Run it with `hwnas agent serve` or `python -m hwnas.devices.agent` (same options).
+Endpoints, checks, limits and TLS: docs/devices.md, 'Devices: adding your own', 'The agent, in detail'.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from hwnas.families.base import Family, GeneGroup
+from hwnas.families.genes import ShrinkPhase
 from hwnas.families.ofa_mbv3.arch import Arch
 from hwnas.families.ofa_mbv3.plan import (
     D_CHOICES,
@@ -47,7 +48,8 @@ class OFAMobileNetV3Family(Family):
     title = "OFA-MobileNetV3"
     widths = (1.0, 1.2)
     published = {1.0: "ofa_mbv3_d234_e346_k357_w1.0", 1.2: "ofa_mbv3_d234_e346_k357_w1.2"}
-    shrink_phases = (("kernel", "ks"), ("depth", "d"), ("expand", "e"))
+    shrink_phases = (ShrinkPhase("kernel", "ks", gradual=False), ShrinkPhase("depth", "d"),
+                     ShrinkPhase("expand", "e", sorts_channels=True))
     any_width = True  # the plan is width-parametric; 1.0 and 1.2 are the published supernets
     compact_summary = "stages"  # its compact accuracy features predate families: per stage
 

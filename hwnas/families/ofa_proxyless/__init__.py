@@ -18,6 +18,7 @@ import numpy as np
 
 from hwnas.errors import InputError
 from hwnas.families.base import Family, GeneArch, GeneGroup, check_n_classes
+from hwnas.families.genes import ShrinkPhase
 from hwnas.families.ofa_proxyless.plan import N_SLOTS, N_STAGES, STAGE_DEPTHS
 
 if TYPE_CHECKING:
@@ -54,7 +55,8 @@ class OFAProxylessFamily(Family):
     #: 1.3 is the published supernet; the layout is width-parametric, 1.0 is OFA's default width
     widths = (1.3, 1.0)
     published = {1.3: "ofa_proxyless_d234_e346_k357_w1.3"}
-    shrink_phases = (("kernel", "ks"), ("depth", "d"), ("expand", "e"))
+    shrink_phases = (ShrinkPhase("kernel", "ks", gradual=False), ShrinkPhase("depth", "d"),
+                     ShrinkPhase("expand", "e", sorts_channels=True))
 
     # -- genes ------------------------------------------------------------------------------
     def gene_groups(self) -> tuple[GeneGroup, ...]:

@@ -21,6 +21,7 @@ import numpy as np
 
 from hwnas.errors import InputError
 from hwnas.families.base import Family, GeneArch, GeneGroup, check_n_classes
+from hwnas.families.genes import ShrinkPhase
 from hwnas.families.ofa_resnet50 import costs, plan
 
 if TYPE_CHECKING:
@@ -65,7 +66,8 @@ class OFAResNet50Family(Family):
     title = "OFA-ResNet50"
     widths = (1.0,)
     published = {1.0: "ofa_resnet50"}
-    shrink_phases = (("depth", "d"), ("expand", "e"), ("width", "w"))
+    shrink_phases = (ShrinkPhase("depth", "d"), ShrinkPhase("expand", "e", sorts_channels=True),
+                     ShrinkPhase("width", "w"))
 
     # -- genes ----------------------------------------------------------------------------
     def gene_groups(self) -> tuple[GeneGroup, ...]:

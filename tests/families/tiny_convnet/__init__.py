@@ -15,6 +15,7 @@ import functools
 import numpy as np
 
 from hwnas.families.base import Family, GeneGroup, check_n_classes
+from hwnas.families.genes import ShrinkPhase
 
 from .plan import D_CHOICES, E_CHOICES, KS_CHOICES, MAX_DEPTH, N_SLOTS, N_STAGES
 
@@ -37,7 +38,8 @@ class TinyConvFamily(Family):
     name = "tiny-convnet"
     title = "TinyConvNet"
     widths = (1.0,)
-    shrink_phases = (("kernel", "ks"), ("depth", "d"), ("expand", "e"))
+    shrink_phases = (ShrinkPhase("kernel", "ks", gradual=False), ShrinkPhase("depth", "d"),
+                     ShrinkPhase("expand", "e", sorts_channels=True))
 
     # -- genes ----------------------------------------------------------------------------
     def gene_groups(self) -> tuple[GeneGroup, ...]:
