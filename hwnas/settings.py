@@ -1,4 +1,5 @@
-"""The base of hwnas's settings models: a pydantic model is the one definition of a setting.
+"""The bases of hwnas's settings models and run-file records: a pydantic model is the one
+definition of a setting or of a file's shape.
 
 A field's type, default, bounds and help text are declared once (`setting`); the library validates
 them on construction and a broken rule is one `SettingError` line naming the setting as the library
@@ -15,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hwnas.errors import SettingError
 
-__all__ = ["Settings", "setting", "field_default", "field_help"]
+__all__ = ["Settings", "Record", "setting", "field_default", "field_help", "schema_problem"]
 
 
 def setting(default: Any = ..., *, help: str = "", what: str | None = None, hint: str | None = None,
@@ -45,6 +46,25 @@ class Settings(BaseModel):
     def replace(self, **changes: Any) -> "Settings":
         """These settings with `changes` (validated again)."""
         return type(self)(**{**self.values(), **changes})
+
+
+class Record(BaseModel):
+    """A part of a run file or bundle file (search.json, model.json): typed where readers decide
+    with it, keys a newer hwnas adds kept as they are."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def schema_problem(model: type[BaseModel], doc: Any) -> str | None:
+    """None when `doc` fits `model`, else the first problem in a few words (``accuracy.top1: Field
+    required``)."""
+    try:
+        model.model_validate(doc)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "the file"
+        return f"{where}: {first.get('msg', 'invalid')}"
+    return None
 
 
 def field_default(model: type[BaseModel], name: str) -> Any:

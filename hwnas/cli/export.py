@@ -37,9 +37,9 @@ def export_cmd(
 
     if (subnet is None) == (not pareto):
         raise InputError("give exactly one of --subnet ID or --pareto")
-    # checked before anything is read; `main` spells the settings as these flags
-    kw = dict(ExportSettings(calib_batches=calib_batches, verify_images=verify_images, measure=measure,
-                             max_int8_drop=max_int8_drop).values(), devices_file=devices_file)
+    # the library checks them (`ExportSettings`) before anything is read; `main` spells them as these flags
+    kw = dict(devices_file=devices_file, calib_batches=calib_batches, verify_images=verify_images,
+              measure=measure, max_int8_drop=max_int8_drop)
     with make_progress(err_console) as bar:
         task = bar.add_task(f"export {device}", total=None, info="")
 

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from hwnas.settings import Record, schema_problem
 
 __all__ = ["BundleRecord", "VerifyRecord", "LatencyRecord", "AccuracyRecord", "checked_bundle", "checked_verify",
            "schema_problem"]
 
 
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class LatencyRecord(_Part):
+class LatencyRecord(Record):
     """A bundle's one latency (`hwnas.export.budget`): `ms` and where it comes from; with a search
     budget, whether the bundle holds it by the search's rule."""
 
@@ -33,13 +29,13 @@ class LatencyRecord(_Part):
     checks: list[dict[str, Any]] = []
 
 
-class AccuracyRecord(_Part):
+class AccuracyRecord(Record):
     split: str = "test"
     top1: float
     n: int
 
 
-class BundleRecord(_Part):
+class BundleRecord(Record):
     """model.json."""
 
     format: str
@@ -55,7 +51,7 @@ class BundleRecord(_Part):
     files: dict[str, dict[str, Any]] = {}
 
 
-class VerifyRecord(_Part):
+class VerifyRecord(Record):
     """verify.json: every check of the exported model, its latency and memory as model.json has them."""
 
     status: str
@@ -75,15 +71,3 @@ def checked_bundle(meta: dict[str, Any]) -> dict[str, Any]:
 def checked_verify(doc: dict[str, Any]) -> dict[str, Any]:
     VerifyRecord.model_validate(doc)
     return doc
-
-
-def schema_problem(model: type[BaseModel], doc: Any) -> str | None:
-    """None when `doc` fits `model`, else the first problem in a few words (``accuracy.top1: Field
-    required``)."""
-    try:
-        model.model_validate(doc)
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "the file"
-        return f"{where}: {first.get('msg', 'invalid')}"
-    return None

@@ -14,7 +14,9 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
+
+from hwnas.settings import Record, schema_problem
 
 __all__ = ["SEARCH_SCHEMA_VERSION", "SearchRecord", "BestEntry", "BaselineEntry", "VerificationEntry",
            "TrustEntry", "RecordedSettings", "read_search", "checked_search"]
@@ -23,11 +25,7 @@ SEARCH_SCHEMA_VERSION = 2
 SubnetId = Annotated[str, Field(pattern=r"^[0-9a-f]{12}$")]  # ids are shown in Markdown and used as keys
 
 
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class RecordedSettings(_Part):
+class RecordedSettings(Record):
     """What the search was asked (a subset of `SearchSettings`, as the search resolved it)."""
 
     devices: list[str] = []
@@ -40,7 +38,7 @@ class RecordedSettings(_Part):
     precision: str = "fp32"
 
 
-class BestEntry(_Part):
+class BestEntry(Record):
     """A returned subnet: predicted and (with verification) measured top-1 and latency per device."""
 
     id: SubnetId
@@ -50,7 +48,7 @@ class BestEntry(_Part):
     measured_ms: dict[str, Optional[float]] = {}
 
 
-class BaselineEntry(_Part):
+class BaselineEntry(Record):
     """A hand-designed network trained alone, against the front (`hwnas.search.versus`)."""
 
     name: str
@@ -62,7 +60,7 @@ class BaselineEntry(_Part):
     dominated_by: Optional[SubnetId] = None
 
 
-class VerificationEntry(_Part):
+class VerificationEntry(Record):
     """One verification measurement of one subnet on one device."""
 
     id: SubnetId
@@ -79,7 +77,7 @@ class VerificationEntry(_Part):
         return 0.0 if v is None else v
 
 
-class TrustEntry(_Part):
+class TrustEntry(Record):
     """A device's latency predictor on held-out subnets (`hwnas.latency.trust`)."""
 
     n: int
@@ -89,7 +87,7 @@ class TrustEntry(_Part):
     median_abs_error: Optional[float] = None
 
 
-class SearchRecord(_Part):
+class SearchRecord(Record):
     schema_version: int = 1
     search_id: Optional[str] = None
     settings: RecordedSettings = RecordedSettings()
@@ -121,15 +119,15 @@ def read_search(path: str | Path) -> SearchRecord | None:
     if not isinstance(raw, dict):
         return None
     for key, model in _LISTS.items():
-        raw[key] = [e for e in raw.get(key) or [] if _fits(model, e)] if isinstance(raw.get(key), list) else []
+        raw[key] = [e for e in raw.get(key) or [] if schema_problem(model, e) is None] if isinstance(raw.get(key), list) else []
     trust = raw.get("latency_trust")
     raw["latency_trust"] = {d: q for d, q in trust.items()
-                            if isinstance(d, str) and (q is None or _fits(TrustEntry, q))} \
+                            if isinstance(d, str) and (q is None or schema_problem(TrustEntry, q) is None)} \
         if isinstance(trust, dict) else {}
     for key, default in (("settings", {}), ("metrics", {}), ("history", [])):
         if not isinstance(raw.get(key), type(default)):
             raw[key] = default
-    if not _fits(RecordedSettings, raw["settings"]):
+    if schema_problem(RecordedSettings, raw["settings"]) is not None:
         raw["settings"] = {}
     if not isinstance(raw.get("acceptance"), dict):
         raw["acceptance"] = None
@@ -137,11 +135,3 @@ def read_search(path: str | Path) -> SearchRecord | None:
         return SearchRecord.model_validate(raw)
     except ValidationError:
         return None
-
-
-def _fits(model: type[BaseModel], entry: Any) -> bool:
-    try:
-        model.model_validate(entry)
-    except ValidationError:
-        return False
-    return True
