@@ -10,8 +10,8 @@ width and class count:
 
 - `parts`: each part's kind (stem / block / head), stage, position and key columns;
 - `active(m)`: which parts each row runs;
-- `cost(p, key)`: its exact costs (`COST_NAMES`: MACs split by operator type as the analytic
-  features need, activation and weight bytes in fp32, conv count, block count);
+- `cost(p, key)`: its exact costs, named by `cost_names` (the family's vocabulary: MACs split by
+  operator type, `macs_*`, then `REQUIRED_COSTS`; MBConv families use `COST_NAMES`);
 - `kernel(p, key)`: the spatial kernel of its block (the analytic model splits MACs by it);
 - `entry(p, key)` / `entry_module(entry)`: the lookup-table entry that times the part alone
   (`entry_columns`, 7 values: part name, then six integers, the last one the input size) and the
@@ -30,12 +30,27 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["COST_NAMES", "Part", "CostLayout", "cached_layout", "Conv", "conv_cost", "mbconv_convs", "mbconv_cost",
-           "out_size"]
+__all__ = ["COST_NAMES", "REQUIRED_COSTS", "Part", "CostLayout", "cached_layout", "check_cost_names", "Conv",
+           "conv_cost", "mbconv_convs", "mbconv_cost", "out_size"]
 
-#: exact per-part costs; bytes assume fp32 (a constant factor for other precisions)
-COST_NAMES: tuple[str, ...] = ("macs_pw", "macs_dw", "macs_se", "macs_fixed", "act_bytes",
-                               "weight_bytes", "convs", "blocks")
+#: what every family's costs include (the analytic features' common ground): MACs of the parts that
+#: are not blocks, activation and weight bytes (fp32: a constant factor for other precisions), the
+#: operator count (kernel launches) and the block count
+REQUIRED_COSTS: tuple[str, ...] = ("macs_fixed", "act_bytes", "weight_bytes", "convs", "blocks")
+#: MBConv families' per-part costs: the blocks' MACs by operator (1x1, depthwise, squeeze-excite) first
+COST_NAMES: tuple[str, ...] = ("macs_pw", "macs_dw", "macs_se") + REQUIRED_COSTS
+
+
+def check_cost_names(names: tuple[str, ...], kernel_split: str | None) -> str | None:
+    """What is wrong with a layout's cost vocabulary, or None: the block MACs (`macs_*` names) come
+    first, then `REQUIRED_COSTS` in order; `kernel_split` is one of the block MACs."""
+    macs = [n for n in names if n.startswith("macs_") and n != "macs_fixed"]
+    if not macs or tuple(names) != tuple(macs) + REQUIRED_COSTS:
+        return (f"cost_names {tuple(names)} must be the blocks' MAC counts (macs_<operator>, at least one) "
+                f"followed by {', '.join(REQUIRED_COSTS)}")
+    if kernel_split is not None and kernel_split not in macs:
+        return f"kernel_split {kernel_split!r} is not one of the blocks' MAC counts ({', '.join(macs)})"
+    return None
 
 
 def out_size(size: int, k: int, stride: int) -> int:
@@ -135,6 +150,12 @@ class CostLayout(ABC):
 
     #: searchable stages (the analytic "stage" features have one set per stage)
     n_stages: int = 0
+    #: the names of `cost`'s values (`check_cost_names`): a family's own vocabulary, e.g. a
+    #: transformer's ("macs_attn", "macs_mlp") + REQUIRED_COSTS
+    cost_names: tuple[str, ...] = COST_NAMES
+    #: the block MACs the analytic "full" features split by the block's spatial kernel (`kernel`),
+    #: one column per size in `kernels`; None: no split (e.g. a family without spatial kernels)
+    kernel_split: str | None = "macs_dw"
     #: spatial kernel sizes of the blocks' main convolutions (the analytic "full" features)
     kernels: tuple[int, ...] = (3,)
     #: the lookup-table entry columns: "part", five integers, "size" (the part's input size)
@@ -159,7 +180,7 @@ class CostLayout(ABC):
 
     @abstractmethod
     def cost(self, p: int, key: tuple[int, ...]) -> np.ndarray:
-        """float64 [len(COST_NAMES)]: exact costs of part `p` with key values `key`."""
+        """float64 [len(cost_names)]: exact costs of part `p` with key values `key`."""
 
     def kernel(self, p: int, key: tuple[int, ...]) -> int:
         """The spatial kernel of a block part (0 for the stem and head)."""
@@ -186,4 +207,7 @@ class CostLayout(ABC):
 @functools.lru_cache(maxsize=64)
 def cached_layout(cls: type[CostLayout], family: Any, width_mult: float, n_classes: int) -> CostLayout:
     """One shared layout per (class, family, width, classes): its per-key costs are memoised."""
+    problem = check_cost_names(cls.cost_names, cls.kernel_split)
+    if problem:
+        raise TypeError(f"{cls.__name__}: {problem}")
     return cls(family, width_mult, n_classes)

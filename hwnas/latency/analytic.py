@@ -2,14 +2,15 @@
 
 Latency is close to a sum over layers of (compute time + memory time + launch/dispatch overhead).
 The features say exactly how much of each a subnet has, summed over the family's cost layout
-(`hwnas.latency.layout`): MACs split by operator type (pointwise, depthwise, squeeze-excite, the
-fixed stem/head), activation and weight bytes, layer counts, and per-stage block counts, MACs and
-activation bytes (efficiency differs between a 112x112 and a 7x7 feature map). Feature sets,
+(`hwnas.latency.layout`), in the family's cost vocabulary (`CostLayout.cost_names`): MACs split
+by operator type (for MBConv: pointwise, depthwise, squeeze-excite; the fixed stem/head), activation
+and weight bytes, layer counts, and per-stage block counts, MACs and activation bytes (efficiency
+differs between a 112x112 and a 7x7 feature map). Feature sets,
 smallest first: ``macs`` (the FLOPs-only baseline), ``params`` (weight bytes), ``simple`` (MACs,
 weight bytes, blocks), ``compact`` (MACs, activation bytes, weight bytes, layers: compute, memory
 and launch cost), ``roofline`` (MACs by operator type, bytes, layers), ``stage`` (per-stage
-blocks, MACs and bytes) and ``full`` (roofline with depthwise MACs split by the family's block
-kernel sizes, e.g. 3/5/7 (other sizes count in none of them), + stage). The model is one of
+blocks, MACs and bytes) and ``full`` (roofline with the `kernel_split` MACs, e.g. depthwise, split
+by the family's block kernel sizes, e.g. 3/5/7 (other sizes count in none of them), + stage). The model is one of
 
 - ``linear``: ``ms = b + sum_j w_j f_j`` with w >= 0 (every unit of work costs time), fitted on
   relative errors with a ridge penalty: few parameters with the right sign, robust from ~20 rows;
@@ -20,7 +21,7 @@ kernel sizes, e.g. 3/5/7 (other sizes count in none of them), + stage). The mode
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -28,12 +29,11 @@ from hwnas.errors import InputError
 from hwnas.families import DEFAULT_FAMILY
 from hwnas.latency._solvers import nnls_relative, ridge_fit
 from hwnas.latency.base import LatencyPredictor, register
-from hwnas.latency.layout import COST_NAMES, family_cost_gather, family_layout
+from hwnas.latency.layout import cost_kernels, family_cost_gather, family_layout
 
 __all__ = ["FEATURE_SETS", "FeatureCache", "all_features", "all_feature_names", "analytic_features",
            "cached_features", "feature_names", "select_features", "AnalyticPredictor"]
 
-_C = {name: i for i, name in enumerate(COST_NAMES)}
 FEATURE_SETS: tuple[str, ...] = ("macs", "params", "simple", "compact", "roofline", "stage", "full")
 
 
@@ -41,27 +41,40 @@ def _stage_names(n_stages: int) -> list[str]:
     return [f"{what}_s{s}" for s in range(n_stages) for what in ("blocks", "macs", "act")]
 
 
+class _Vocabulary(NamedTuple):
+    """What a family's feature names depend on: its cost layout's vocabulary and shape."""
+
+    costs: tuple[str, ...]  # `CostLayout.cost_names`
+    block_macs: tuple[str, ...]  # the blocks' MAC counts among them (macs_<operator>)
+    kernel_split: str | None  # `CostLayout.kernel_split` when the layout splits it by kernel
+    split: tuple[str, ...]  # its per-kernel columns (none without a split)
+    n_stages: int
+
+
 @functools.lru_cache(maxsize=16)
-def _shape(family: str) -> tuple[tuple[int, ...], int]:
-    """(block kernel sizes, stages) of a family's cost layout: what its feature names depend on."""
+def _vocabulary(family: str) -> _Vocabulary:
     layout = family_layout(family, None, 1000)
-    return tuple(layout.kernels), int(layout.n_stages)
+    costs = tuple(layout.cost_names)
+    block_macs = tuple(n for n in costs if n.startswith("macs_") and n != "macs_fixed")
+    kernels = cost_kernels(layout)
+    split = tuple(f"{layout.kernel_split}_k{k}" for k in kernels)
+    return _Vocabulary(costs, block_macs, layout.kernel_split if kernels else None, split, int(layout.n_stages))
 
 
 @functools.lru_cache(maxsize=16)
 def all_feature_names(family: str = DEFAULT_FAMILY) -> tuple[str, ...]:
-    """Every analytic column any feature set of `family` uses (its stages and block kernel sizes)."""
-    kernels, n_stages = _shape(family)
-    return (COST_NAMES + ("macs", "act_fixed") + tuple(f"macs_dw_k{k}" for k in kernels)
-            + tuple(_stage_names(n_stages)))
+    """Every analytic column any feature set of `family` uses (its costs, stages and kernel split)."""
+    v = _vocabulary(family)
+    return v.costs + ("macs", "act_fixed") + v.split + tuple(_stage_names(v.n_stages))
 
 
 @functools.lru_cache(maxsize=64)
 def feature_names(feature_set: str, family: str = DEFAULT_FAMILY) -> tuple[str, ...]:
-    kernels, n_stages = _shape(family)
-    stages = _stage_names(n_stages)
-    roof = ["macs_pw", "macs_dw", "macs_se", "macs_fixed", "act_bytes", "weight_bytes", "convs"]
-    kernel = ["macs_pw"] + [f"macs_dw_k{k}" for k in kernels] + roof[2:]
+    v = _vocabulary(family)
+    stages = _stage_names(v.n_stages)
+    roof = [n for n in v.costs if n != "blocks"]
+    at = roof.index(v.kernel_split) if v.kernel_split else None  # its MACs, split by kernel, in its place
+    kernel = roof if at is None else roof[:at] + list(v.split) + roof[at + 1:]
     names = {"macs": ["macs"], "params": ["weight_bytes"], "simple": ["macs", "weight_bytes", "blocks"],
              "compact": ["macs", "act_bytes", "weight_bytes", "convs"], "roofline": roof,
              "stage": stages + ["macs_fixed", "act_fixed"],
@@ -104,26 +117,28 @@ def all_features(m: np.ndarray, width_mult: float, n_classes: int, chunk: int = 
     """Every `all_feature_names(family)` column [n, A] of flat rows `m`: exact (integer counts),
     vectorised, one gather over the family's cost layout."""
     gather, stages, not_blocks = _sums(family, float(width_mult), int(n_classes))
+    v = _vocabulary(family)
     names = all_feature_names(family)
     at = {name: i for i, name in enumerate(names)}
-    n_cost = len(COST_NAMES)
-    macs = [_C["macs_pw"], _C["macs_dw"], _C["macs_se"]]
-    kernels = [at[f"macs_dw_k{k}"] for k in gather.layout.kernels]
-    per_stage = [_C["blocks"]] + macs + [_C["act_bytes"]]
+    n_cost = len(v.costs)
+    c = {name: i for i, name in enumerate(v.costs)}
+    macs = [c[n] for n in v.block_macs]
+    kernels = [at[n] for n in v.split]
+    per_stage = [c["blocks"]] + macs + [c["act_bytes"]]
     out = np.empty((len(m), len(names)))
     for lo in range(0, len(m), chunk):
         gathered = gather.gather(m[lo:lo + chunk])  # (switched, always run): [n, parts, costs + kernels]
         block = out[lo:lo + chunk]
         total = gathered[0].sum(axis=1) + gathered[1].sum(axis=1)
         block[:, :n_cost] = total[:, :n_cost]
-        block[:, at["macs"]] = block[:, macs + [_C["macs_fixed"]]].sum(axis=1)
-        block[:, at["act_fixed"]] = _summed(not_blocks, gathered, _C["act_bytes"])
+        block[:, at["macs"]] = block[:, macs + [c["macs_fixed"]]].sum(axis=1)
+        block[:, at["act_fixed"]] = _summed(not_blocks, gathered, c["act_bytes"])
         block[:, kernels] = total[:, n_cost:]
         for s, picked in enumerate(stages):
-            stage = _summed(picked, gathered, per_stage) + np.zeros(5)  # blocks, 3 kinds of MACs, act
+            stage = _summed(picked, gathered, per_stage) + np.zeros(len(per_stage))  # blocks, MACs by kind, act
             block[:, at[f"blocks_s{s}"]] = stage[..., 0]
-            block[:, at[f"macs_s{s}"]] = stage[..., 1:4].sum(axis=-1)
-            block[:, at[f"act_s{s}"]] = stage[..., 4]
+            block[:, at[f"macs_s{s}"]] = stage[..., 1:-1].sum(axis=-1)
+            block[:, at[f"act_s{s}"]] = stage[..., -1]
     return out
 
 

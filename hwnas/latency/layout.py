@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import numpy as np
 
+from hwnas.errors import InputError
 from hwnas.families.parts import COST_NAMES, CostLayout
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["COST_NAMES", "ENTRY_COLUMNS", "PartGather", "family_layout", "family_cost_gather",
+__all__ = ["COST_NAMES", "ENTRY_COLUMNS", "PartGather", "cost_kernels", "family_layout", "family_cost_gather",
            "family_entry_keys"]
 
 #: the lookup-table entry columns of most families (a layout's `entry_columns`)
@@ -183,22 +184,32 @@ class PartGather:
 
 @functools.lru_cache(maxsize=32)
 def family_cost_gather(family: str, width_mult: float, n_classes: int) -> PartGather:
-    """Exact `COST_NAMES` costs per part of `family`, then the block's depthwise/spatial MACs
-    again in the column of its kernel (`layout.kernels`): [len(COST_NAMES) + len(kernels)].
-    One shared instance per (family, width, classes), so its tables are built once per process."""
+    """Exact costs per part of `family` (its layout's `cost_names`), then the block's `kernel_split`
+    MACs again in the column of its kernel (`layout.kernels`; none without a split):
+    [len(cost_names) + len(kernels)]. One shared instance per (family, width, classes), so its
+    tables are built once per process."""
     layout = family_layout(family, width_mult, n_classes)
-    kernels = tuple(layout.kernels)
-    dw = COST_NAMES.index("macs_dw")
+    kernels = cost_kernels(layout)
+    n_costs = len(layout.cost_names)
+    split = layout.cost_names.index(layout.kernel_split) if kernels else 0
 
     def fn(p: int, key: tuple[int, ...]) -> np.ndarray:
-        cost = layout.cost(p, key)
+        cost = np.asarray(layout.cost(p, key), dtype=np.float64)
+        if len(cost) != n_costs:
+            raise InputError(f"{layout.family_name}'s cost layout gave {len(cost)} costs for part {p}; "
+                             f"its cost_names has {n_costs}")
         extra = np.zeros(len(kernels))
         k = layout.kernel(p, key)
         if k in kernels:
-            extra[kernels.index(k)] = cost[dw]
+            extra[kernels.index(k)] = cost[split]
         return np.concatenate([cost, extra])
 
-    return PartGather(layout, fn, len(COST_NAMES) + len(kernels))
+    return PartGather(layout, fn, n_costs + len(kernels))
+
+
+def cost_kernels(layout: CostLayout) -> tuple[int, ...]:
+    """The kernel sizes a layout's costs are split by (none when it has no `kernel_split`)."""
+    return tuple(layout.kernels) if layout.kernel_split is not None else ()
 
 
 def family_entry_keys(family: str, m: np.ndarray, width_mult: float, n_classes: int) -> "pd.DataFrame":

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from hwnas.families import get_family
+from hwnas.families.parts import check_cost_names
 from hwnas.families.space import FamilySpace
 from hwnas.latency import (AnalyticPredictor, HybridPredictor, LookupTablePredictor, MLPPredictor,
                            TransferPredictor, fit_best, load_predictor)
@@ -47,16 +48,19 @@ def test_cost_layout_macs_sum_to_the_exact_count(family):
         space = fam.default_space(width)
         rows = np.concatenate([fam.sample_matrix(400, rng, [32, 40, 128, 160, 177, 224]),
                                space.to_matrix([space.min_arch(), space.max_arch(), space.max_arch(r=129)])])
-        per_part = PartGather(layout, layout.cost, 8).per_part(rows)
-        macs = per_part[:, :, :4].sum(axis=(1, 2))
+        names = layout.cost_names  # the family's own vocabulary: MAC counts first (`check_cost_names`)
+        assert check_cost_names(names, layout.kernel_split) is None
+        n_macs = names.index("macs_fixed") + 1
+        per_part = PartGather(layout, layout.cost, len(names)).per_part(rows)
+        macs = per_part[:, :, :n_macs].sum(axis=(1, 2))
         _, exact = fam.count_params_macs(rows, width, 1000)
         assert np.array_equal(macs.astype(np.int64), exact)
         # every part's key reads its columns only; inactive parts cost nothing
         assert (per_part[~layout.active(rows)] == 0).all()
         assert {p.kind for p in layout.parts} == {"stem", "block", "head"}
-        # the analytic gather adds the depthwise/spatial MACs split by kernel size
+        # the analytic gather adds the kernel_split MACs (depthwise/spatial) split by kernel size
         gathered = family_cost_gather(family, width, 1000).total(rows)
-        assert np.array_equal(gathered[:, 8:].sum(axis=1), gathered[:, 1])
+        assert np.array_equal(gathered[:, len(names):].sum(axis=1), gathered[:, names.index(layout.kernel_split)])
 
 
 def test_every_predictor_kind_fits_saves_and_loads(family, tmp_path):
@@ -66,7 +70,9 @@ def test_every_predictor_kind_fits_saves_and_loads(family, tmp_path):
     rng = np.random.default_rng(0)
     m = fam.sample_matrix(60, rng, [32, 36, 40])
     costs = family_cost_gather(family, w, 10).total(m)
-    y = 0.1 + costs[:, :4].sum(axis=1) * 2e-8 + costs[:, 6] * 3e-3 + rng.normal(0, 1e-3, len(m))
+    names = fam.cost_layout(w, 10).cost_names
+    macs = costs[:, :names.index("macs_fixed") + 1].sum(axis=1)
+    y = 0.1 + macs * 2e-8 + costs[:, names.index("convs")] * 3e-3 + rng.normal(0, 1e-3, len(m))
     kw = dict(width_mult=w, n_classes=10, family=family)
     base = AnalyticPredictor("compact", **kw).fit(m, y)
     preds = [base, AnalyticPredictor("full", "log", **kw).fit(m, y),

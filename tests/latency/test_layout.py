@@ -96,3 +96,25 @@ def test_bad_matrices_are_refused():
     proxyless[0, 1] = 4
     with pytest.raises(InputError, match="ks_0=4 is not one of"):  # other families: their choices
         family_matrix("ofa-proxyless", proxyless, 1.3)
+
+
+def test_a_family_names_its_own_costs():
+    """The cost vocabulary is the layout's: the test family's 1x1 / k x k MACs become its analytic
+    feature names, and a vocabulary without the common costs is refused in one line."""
+    from family_runs import family_in_registry, tiny_family_class
+    from hwnas.families.parts import REQUIRED_COSTS, cached_layout, check_cost_names
+    from hwnas.latency.analytic import all_feature_names, feature_names
+
+    tiny = tiny_family_class().name
+    with family_in_registry(tiny):
+        assert all_feature_names(tiny)[:2] == ("macs_1x1", "macs_kxk")
+        assert feature_names("full", tiny)[:4] == ("macs_1x1", "macs_kxk_k3", "macs_kxk_k5", "macs_fixed")
+    assert check_cost_names(("macs_attn", "macs_mlp") + REQUIRED_COSTS, None) is None
+    assert "followed by" in check_cost_names(("macs_attn", "act_bytes"), None)
+    assert "kernel_split" in check_cost_names(("macs_attn",) + REQUIRED_COSTS, "macs_dw")
+
+    class Odd(get_family("ofa-mbv3").cost_layout_class()):
+        cost_names = ("flops",) + REQUIRED_COSTS
+
+    with pytest.raises(TypeError, match="cost_names"):
+        cached_layout(Odd, get_family("ofa-mbv3"), 1.0, 10)

@@ -1,6 +1,9 @@
 """TinyConvNet's additive cost layout (`hwnas.families.parts`): the stem (keyed by r), the 4
 searchable blocks (keyed by r, their kernel and expand genes; a block runs while its stage's depth
-reaches it) and the head (pooling + classifier, keyed by r). Torch-free except `entry_module`."""
+reaches it) and the head (pooling + classifier, keyed by r). Torch-free except `entry_module`.
+
+Its cost vocabulary is its own (`cost_names`: 1x1 and k x k MACs, no squeeze-excite), as a
+non-MBConv family's would be: the latency predictors read the names from the layout."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from hwnas.errors import InputError
-from hwnas.families.parts import CostLayout, Part, conv_cost, mbconv_cost, out_size
+from hwnas.families.parts import REQUIRED_COSTS, CostLayout, Part, conv_cost, mbconv_cost, out_size
 
 from .plan import ACT, ALL_BLOCKS, KS_CHOICES, N_SLOTS, N_STAGES, STAGE_WIDTHS, STEM
 
@@ -21,6 +24,8 @@ _D0 = 1 + 2 * N_SLOTS  # first depth column
 
 class TinyCostLayout(CostLayout):
     n_stages = N_STAGES
+    cost_names = ("macs_1x1", "macs_kxk") + REQUIRED_COSTS
+    kernel_split = "macs_kxk"
     kernels = KS_CHOICES
 
     def __init__(self, family: Any, width_mult: float, n_classes: int) -> None:
@@ -100,11 +105,12 @@ def _cost(n_classes: int, p: int, key: tuple[int, ...]) -> np.ndarray:
     stem_size, head_size = _sizes(r)
     if p == 0:
         conv = conv_cost(3, STEM, 3, r, stem_size)
-        return np.array([0.0, 0.0, 0.0, conv[0], conv[1], conv[2], 1.0, 0.0])
+        return np.array([0.0, 0.0, conv[0], conv[1], conv[2], 1.0, 0.0])
     if p == len(ALL_BLOCKS) + 1:  # pooling reads the last map; the classifier as a 1x1 conv
         fc = conv_cost(STAGE_WIDTHS[-1], n_classes, 1, 1, 1, bias=True)
         pool = 4 * STAGE_WIDTHS[-1] * head_size * head_size
-        return np.array([0.0, 0.0, 0.0, fc[0], fc[1] + pool, fc[2], 1.0, 0.0])
+        return np.array([0.0, 0.0, fc[0], fc[1] + pool, fc[2], 1.0, 0.0])
     b = ALL_BLOCKS[p - 1]
-    return mbconv_cost(b.in_channels, b.out_channels, key[1], key[2], b.stride, _block_input(b, r), False,
-                       b.residual)
+    pw, dw, _se, *rest = mbconv_cost(b.in_channels, b.out_channels, key[1], key[2], b.stride, _block_input(b, r),
+                                     False, b.residual)  # no squeeze-excite: its MACs are 0
+    return np.array([pw, dw, *rest])
