@@ -111,13 +111,13 @@ def test_search_without_plot_writes_no_png_and_drops_a_stale_one(tmp_path):
     """`run_search(plot=False)`: pareto.csv, search.json and explored.csv; an earlier pareto.png (another
     search's) is removed so the files in the run always belong together."""
     from hwnas.run import RunFiles
-    from hwnas.search.api import _write
+    from hwnas.search.outputs import write
 
     import pandas as pd
 
     (tmp_path / "pareto.png").write_bytes(b"old")
     front = pd.DataFrame({"ms_pred": [1.0], "top1_pred": [50.0], "on_front": [True], "verified": [False]})
     sample = {"top1_pred": np.ones(1), "ms_pred:d": np.ones(1)}
-    paths = _write(RunFiles(tmp_path), front, {"metrics": {}}, sample, ["d"], {"d": 2.0}, "t", plot=False)
+    paths = write(RunFiles(tmp_path), front, {"metrics": {}}, sample, ["d"], {"d": 2.0}, "t", plot=False)
     assert set(paths) == {"pareto_csv", "search_json", "explored_csv"}
     assert not (tmp_path / "pareto.png").exists() and (tmp_path / "search.json").exists()
