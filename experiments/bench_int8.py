@@ -291,15 +291,14 @@ def heldout(run, device: str, folds: int, seed: int = 0) -> dict:
     df = read_measurements(run.run_dir, device=device, kind="subnet")
     if df.empty:
         return {"skipped": f"no subnet measurements of {device} in {run.run_dir}"}
-    m, y, _ = read_latency_table(df, "corrected_ms", run.space.width_mult, run.family.name)
+    m, y, _ = read_latency_table(df, "corrected_ms", run.family.name)
     pred = np.full(len(y), np.nan)
     chosen = []
     order = np.random.default_rng(seed).permutation(len(y))
     for f in range(folds):
         test = order[f::folds]
         train = np.setdiff1d(order, test)
-        p, rep = fit_best(m[train], y[train], width_mult=run.space.width_mult, n_classes=run.n_classes,
-                          seed=seed, family=run.family.name, device=device, target="corrected_ms")
+        p, rep = fit_best(m[train], y[train], net=run.network, seed=seed, device=device, target="corrected_ms")
         pred[test] = p.predict(m[test])
         chosen.append(rep["chosen"])
     metrics = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in summary(pred, y).items()}

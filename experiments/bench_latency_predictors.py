@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hwnas.families import NetworkSpec
 from hwnas.fileio import atomic_write_json
 from hwnas.latency import LookupTablePredictor, TransferPredictor, fit_best
 from hwnas.latency.api import read_latency_table
@@ -57,7 +58,7 @@ def _counts(m: np.ndarray, n_classes: int) -> np.ndarray:
 
 
 def _datasets(quick: bool) -> list[dict]:
-    m, y, df = read_latency_table(DATA / "ofa_cpu_subnets.csv", "ort_ms")
+    m, y, df = read_latency_table(DATA / "ofa_cpu_subnets.csv", "ort_ms", "ofa-mbv3")
     out = [{"name": "cpu-ort", "m": m, "y": y, "n_classes": 10, "test": 100, "real": True,
             "repeat_within_10": float(np.mean(np.abs(df["ort_ms_repeat"] / df["ort_ms"] - 1) <= 0.10))}]
     sm = SearchSpace().sample_matrix(1500, 123)
@@ -99,13 +100,13 @@ def learning_curves(datasets: list[dict], sizes: list[int], repeats: int, log) -
                     "params": _ols(counts[tr, 1:2], y[tr])(counts[te, 1:2]),
                     "simple": _ols(counts[tr], y[tr])(counts[te]) if n > 5 else None,
                 }
-                auto, report = fit_best(m[tr], y[tr], n_classes=nc, seed=rep)
+                auto, report = fit_best(m[tr], y[tr], net=NetworkSpec("ofa-mbv3", 1.0, nc), seed=rep)
                 chosen.append(report["chosen"])
                 preds["auto"] = auto.predict(m[te])
                 for kind in KINDS:
                     if kind == "mlp" and n < 20:
                         continue
-                    preds[kind] = fit_best(m[tr], y[tr], kinds=[kind], n_classes=nc, seed=rep)[0].predict(m[te])
+                    preds[kind] = fit_best(m[tr], y[tr], kinds=[kind], net=NetworkSpec("ofa-mbv3", 1.0, nc), seed=rep)[0].predict(m[te])
                 for name, p in preds.items():
                     if p is not None:
                         acc.setdefault(name, []).append(summary(np.maximum(p, 1e-6), y[te]))
@@ -127,10 +128,10 @@ def transfer_curves(datasets: list[dict], sizes: list[int], repeats: int, log) -
     rows = []
     for src_name, dst_name in pairs:
         src, dst = by_name[src_name], by_name[dst_name]
-        source, _ = fit_best(src["m"][:500], src["y"][:500], kinds=["analytic", "hybrid"])
+        source, _ = fit_best(src["m"][:500], src["y"][:500], kinds=["analytic", "hybrid"], net=NetworkSpec("ofa-mbv3", 1.0, 1000))
         rows += _transfer(f"{src_name} -> {dst_name}", source, dst, sizes, repeats, log)
     cpu = by_name["cpu-ort"]
-    lut = LookupTablePredictor.from_entries(pd.read_csv(DATA / "ofa_cpu_blocks.csv"), n_classes=10)
+    lut = LookupTablePredictor.from_entries(pd.read_csv(DATA / "ofa_cpu_blocks.csv"), net=NetworkSpec("ofa-mbv3", 1.0, 10))
     rows += _transfer("cpu per-block table -> cpu-ort subnets", lut, cpu, sizes, repeats, log)
     return rows
 
@@ -142,8 +143,8 @@ def _transfer(label: str, source, dst: dict, sizes: list[int], repeats: int, log
         for rep in range(repeats):
             tr, te = _split(dst, n, rep)
             m, y = dst["m"], dst["y"]
-            tp = TransferPredictor(source, n_classes=dst["n_classes"]).fit(m[tr], y[tr])
-            sc, _ = fit_best(m[tr], y[tr], n_classes=dst["n_classes"], seed=rep)
+            tp = TransferPredictor(source, net=NetworkSpec("ofa-mbv3", 1.0, dst["n_classes"])).fit(m[tr], y[tr])
+            sc, _ = fit_best(m[tr], y[tr], net=NetworkSpec("ofa-mbv3", 1.0, dst["n_classes"]), seed=rep)
             acc["transfer"].append(summary(tp.predict(m[te]), y[te]))
             acc["scratch"].append(summary(sc.predict(m[te]), y[te]))
             scale = np.exp(np.mean(np.log(y[tr] / source.predict(m[tr]))))  # source, rescaled
@@ -165,7 +166,7 @@ def prediction_speed(datasets: list[dict], log, n: int = 100_000) -> dict[str, f
     out = {}
     for kind in ("analytic", "lut", "hybrid", "mlp"):
         try:
-            pred = fit_best(ds["m"], ds["y"], kinds=[kind], n_classes=ds.get("n_classes", 10))[0]
+            pred = fit_best(ds["m"], ds["y"], kinds=[kind], net=NetworkSpec("ofa-mbv3", 1.0, ds.get("n_classes", 10)))[0]
         except Exception as err:  # a kind that cannot fit this table is reported, not fatal
             out[kind] = f"not fitted: {err}"
             continue

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hwnas.families import NetworkSpec
 from hwnas.fileio import atomic_write_json
 from hwnas.latency.analytic import AnalyticPredictor
 from hwnas.latency.api import read_latency_table
@@ -63,14 +64,14 @@ BATCHES = (1, 16, 64)
 
 
 def cpu_table() -> tuple[np.ndarray, np.ndarray]:
-    m, _, df = read_latency_table(SUBNETS, "ort_ms")
+    m, _, df = read_latency_table(SUBNETS, "ort_ms", "ofa-mbv3")
     return m, 0.5 * (df["ort_ms"].to_numpy() + df["ort_ms_repeat"].to_numpy())
 
 
 def new_host(path: Path, seeds: int, log) -> dict:
     """The learning curve of a table from another host with the shipped priors, and how far its
     two passes agree (the noise a predictor is scored against)."""
-    m, _, df = read_latency_table(path, "ort_ms")
+    m, _, df = read_latency_table(path, "ort_ms", "ofa-mbv3")
     first, second = df["ort_ms"].to_numpy(), df["ort_ms_repeat"].to_numpy()
     agree = summary(first, second)
     passes = {k: round(float(agree[k]), 4) for k in METRICS}
@@ -83,7 +84,7 @@ def new_host(path: Path, seeds: int, log) -> dict:
 
 def cpu_prior(m: np.ndarray, y: np.ndarray, name: str = "cpu-ort") -> AnalyticPredictor:
     """The runtime prior's model (`hwnas.latency.priors`): a compact power law."""
-    pred = AnalyticPredictor("compact", "log", 1e-3, n_classes=10).fit(m, y)
+    pred = AnalyticPredictor("compact", "log", 1e-3, net=NetworkSpec("ofa-mbv3", 1.0, 10)).fit(m, y)
     pred.meta.notes["prior"] = name
     return pred
 
@@ -117,9 +118,9 @@ def learning_curves(tables: list[dict], sizes, seeds: int, log) -> list[dict]:
             for s in range(seeds if n <= 20 else max(2, seeds // 2)):
                 order = np.random.default_rng(1000 + s).permutation(len(y))
                 tr, te = order[:n], order[n:]
-                flops = AnalyticPredictor("macs", "linear", 0.0, n_classes=nc).fit(m[tr], y[tr])
-                today = fit_best(m[tr], y[tr], n_classes=nc, seed=s, priors=(), criterion="within-10")[0]
-                new, report = fit_best(m[tr], y[tr], n_classes=nc, seed=s, priors=ds["priors"])
+                flops = AnalyticPredictor("macs", "linear", 0.0, net=NetworkSpec("ofa-mbv3", 1.0, nc)).fit(m[tr], y[tr])
+                today = fit_best(m[tr], y[tr], net=NetworkSpec("ofa-mbv3", 1.0, nc), seed=s, priors=(), criterion="within-10")[0]
+                new, report = fit_best(m[tr], y[tr], net=NetworkSpec("ofa-mbv3", 1.0, nc), seed=s, priors=ds["priors"])
                 chosen.append(report["chosen"])
                 for name, pred in (("flops", flops), ("today", today), ("new", new)):
                     runs[name].append(summary(pred.predict(m[te]), y[te]))
@@ -140,14 +141,14 @@ def transfer(tables: list[dict], n: int, seeds: int, log) -> list[dict]:
             if (src, batch) not in sims or (dst, batch) not in sims:
                 continue
             s_ds, d_ds = sims[(src, batch)], sims[(dst, batch)]
-            base = fit_best(s_ds["m"][:500], s_ds["y"][:500], kinds=["analytic", "hybrid"])[0]
+            base = fit_best(s_ds["m"][:500], s_ds["y"][:500], net=NetworkSpec("ofa-mbv3", 1.0, 1000), kinds=["analytic", "hybrid"])[0]
             m, y = d_ds["m"], d_ds["y"]
             runs: dict[str, list] = {"today": [], "new": []}
             for s in range(seeds):
                 order = 500 + np.random.default_rng(1000 + s).permutation(len(y) - 500)
                 tr, te = order[:n], order[n:]
-                today = fit_best(m[tr], y[tr], base=base, seed=s, priors=(), criterion="within-10")[0]
-                new = fit_best(m[tr], y[tr], base=base, seed=s)[0]
+                today = fit_best(m[tr], y[tr], net=NetworkSpec("ofa-mbv3", 1.0, 1000), base=base, seed=s, priors=(), criterion="within-10")[0]
+                new = fit_best(m[tr], y[tr], net=NetworkSpec("ofa-mbv3", 1.0, 1000), base=base, seed=s)[0]
                 runs["today"].append(summary(today.predict(m[te]), y[te]))
                 runs["new"].append(summary(new.predict(m[te]), y[te]))
             row = {"pair": f"sim-{src}-b{batch} -> sim-{dst}-b{batch}", "n_train": n,
@@ -181,9 +182,9 @@ def auto_replay(seeds: int, log) -> list[dict]:
                               candidates=m[pool], priors=[prior])
         measured = result.samples
         auto_rows = _auto_rows(result, space, m, pool)  # refit exactly what auto measured
-        pa = fit_best(m[auto_rows], y[auto_rows], n_classes=10, priors=[prior])[0]
+        pa = fit_best(m[auto_rows], y[auto_rows], net=NetworkSpec("ofa-mbv3", 1.0, 10), priors=[prior])[0]
         hundred = order[:100]
-        p100 = fit_best(m[hundred], y[hundred], n_classes=10, priors=(), criterion="within-10")[0]
+        p100 = fit_best(m[hundred], y[hundred], net=NetworkSpec("ofa-mbv3", 1.0, 10), priors=(), criterion="within-10")[0]
         row = {"seed": s, "samples": measured, "stopped": result.stopped,
                "auto": _median([summary(pa.predict(m[held]), y[held])]),
                "profile_100_today": _median([summary(p100.predict(m[held]), y[held])]),
@@ -235,7 +236,7 @@ def main() -> None:
     atomic_write_json(args.out, {
         "command": "python experiments/bench_onboarding.py " + " ".join(sys.argv[1:]),
         "seconds": round(time.time() - t0), "machine": platform.machine(), "python": platform.python_version(),
-        "numpy": np.__version__, "shipped_priors": [p.meta.device for p in runtime_priors("ofa-mbv3", 1.0, 1000)],
+        "numpy": np.__version__, "shipped_priors": [p.meta.device for p in runtime_priors(NetworkSpec("ofa-mbv3", 1.0, 1000))],
         "metrics": list(METRICS), "learning_curves": curves, "transfer_10_rows": pairs, "auto_samples": auto})
     log(f"wrote {args.out} ({time.time() - t0:.0f} s)")
 

@@ -54,6 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hwnas.families import NetworkSpec
 from hwnas.fileio import atomic_write_json
 from hwnas.latency import LookupTablePredictor
 from hwnas.latency.base import single_thread
@@ -88,22 +89,22 @@ def per_kind(generations: int, population: int, repeats: int = 1) -> dict:
     from hwnas.latency import fit_best
     from hwnas.latency.api import read_latency_table
 
-    m, y, df = read_latency_table(CPU_TABLE, "ort_ms")
+    m, y, df = read_latency_table(CPU_TABLE, "ort_ms", "ofa-mbv3")
     space = SearchSpace(r_choices=tuple(sorted({int(r) for r in m[:, 0]})))
     # a ridge on 'compact' features, as `hwnas accuracy fit` picks for small tables; synthetic
     # top-1 (accuracy grows with latency): timing only
     top1 = 60 + 5 * np.log(y) + np.random.default_rng(0).normal(0, 0.5, len(y))
     acc = RidgePredictor(space, 10).fit(m, top1)
-    source = fit_best(m, df["ort_median_ms"].to_numpy(np.float64) * 1.5, kinds=["analytic"], n_classes=10)[0]
+    source = fit_best(m, df["ort_median_ms"].to_numpy(np.float64) * 1.5, kinds=["analytic"], net=NetworkSpec("ofa-mbv3", 1.0, 10))[0]
     settings = EvolutionSettings(population=population, generations=generations)
     budget = float(np.median(y))
     out = {}
     for kind in ("analytic", "lut", "hybrid", "mlp", "transfer", "auto"):
         t = time.perf_counter()
         if kind == "transfer":  # few-shot: 30 rows of this device on a "source device" model
-            pred, report = fit_best(m[:30], y[:30], kinds=["transfer"], n_classes=10, base=source)
+            pred, report = fit_best(m[:30], y[:30], kinds=["transfer"], net=NetworkSpec("ofa-mbv3", 1.0, 10), base=source)
         else:
-            pred, report = fit_best(m, y, kinds=None if kind == "auto" else [kind], n_classes=10)
+            pred, report = fit_best(m, y, kinds=None if kind == "auto" else [kind], net=NetworkSpec("ofa-mbv3", 1.0, 10))
         fit_s = time.perf_counter() - t
         row = {"chosen": report["chosen"], "fit_s": round(fit_s, 3)}
         for label, fast in (("fast", True), ("direct", False)):
@@ -202,11 +203,11 @@ def _run_problem(run_dir: str | None, accuracy_samples: int | None = None, budge
                          "latency_predictor": lat.describe(), "accuracy_predictor": getattr(acc, "name", "?")}
     from hwnas.accuracy.predictors import RidgePredictor
 
-    m, y, _ = read_latency_table(CPU_TABLE, "ort_ms")
+    m, y, _ = read_latency_table(CPU_TABLE, "ort_ms", "ofa-mbv3")
     space = SearchSpace(r_choices=tuple(sorted({int(r) for r in m[:, 0]})))
     top1 = 60 + 5 * np.log(y) + np.random.default_rng(0).normal(0, 0.5, len(y))
     acc = RidgePredictor(space, 10, features="full").fit(m, top1)
-    lat, report = fit_best(m, y, n_classes=10)
+    lat, report = fit_best(m, y, net=NetworkSpec("ofa-mbv3", 1.0, 10))
     budget = float(np.median(y))
     problem = Problem(space, acc, {"cpu": lat}, {"cpu": budget}, n_classes=10, accuracy_risk=1.0)
     return problem, {"run": None, "family": space.family.name,
@@ -260,8 +261,7 @@ def _ofa_finder(problem: Problem, seed: int):
     space = problem.space
     device = problem.devices[0]
     sample = sample_mixed(space, 3000, np.random.default_rng(seed))
-    lut = LookupTablePredictor(width_mult=space.width_mult, n_classes=problem.n_classes,
-                               family=space.family.name)
+    lut = LookupTablePredictor(net=NetworkSpec(space.family.name, space.width_mult, problem.n_classes))
     lut.fit(sample, np.maximum(problem.costs(sample)[0][f"ms:{device}"], 1e-3))
     table = tabulate(lut.predict, space)
     torch.manual_seed(seed)

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from hwnas.families import NetworkSpec
 from hwnas.devices import get_backend, measure_many
 from hwnas.fileio import atomic_write_json
 from hwnas.families.ofa_mbv3.blocks import entry_module
@@ -92,7 +93,7 @@ def main() -> None:
                 if col == "ort" and p == 0:
                     result["ort_median_ms"] = [round(stats[i].median_ms, 5) for i in ids]
             if dev == "cpu-ort" and not args.no_blocks:
-                keys = family_entry_keys("ofa-mbv3", np.array([a.to_row() for a in archs]), 1.0, 1000)
+                keys = family_entry_keys(NetworkSpec("ofa-mbv3", 1.0, 1000), np.array([a.to_row() for a in archs]))
                 part_runners = {}
                 for n, row in keys.iterrows():
                     module, shape = entry_module(row, 1.0, N_CLASSES)

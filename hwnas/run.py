@@ -15,7 +15,7 @@ import yaml
 
 from hwnas.errors import ConfigError
 from hwnas.fileio import atomic_write_text, file_lock, parse_yaml
-from hwnas.families import DEFAULT_FAMILY, Family, get_family
+from hwnas.families import DEFAULT_FAMILY, Family, NetworkSpec, get_family
 
 if TYPE_CHECKING:
     from hwnas.supernet.data import DataConfig
@@ -129,6 +129,11 @@ class RunConfig:
     @property
     def family(self) -> Family:
         return self.space.family
+
+    @property
+    def network(self) -> NetworkSpec:
+        """The networks the run's subnets are: its family, width and classes."""
+        return NetworkSpec(self.family.name, self.space.width_mult, self.n_classes)
 
     @property
     def files(self) -> RunFiles:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from hwnas.families import NetworkSpec
 from hwnas.errors import InputError
 from hwnas.families.ofa_mbv3.blocks import *  # noqa: F401,F403 (the family's per-block helpers)
 from hwnas.space import FLAT_COLUMNS, Arch
@@ -42,7 +43,7 @@ def entry_keys(archs: Sequence[Arch] | np.ndarray, width_mult: float = 1.0) -> "
     per-block profile measures (`hwnas.latency.layout.family_entry_keys` of this family)."""
     from hwnas.latency.layout import family_entry_keys
 
-    return family_entry_keys(_family().name, as_matrix(archs), width_mult, 1000)
+    return family_entry_keys(NetworkSpec(_family().name, width_mult, 1000), as_matrix(archs))
 
 
 class SlotGather:

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from cli_calls import cli
+from hwnas.families import NetworkSpec
 from hwnas.accuracy import ACCURACY_PREDICTOR, ACCURACY_TABLE, build_accuracy_table, ensure_accuracy_predictor
 from hwnas.errors import InputError
 from hwnas.run import open_run
@@ -34,7 +35,7 @@ def _with_latency_predictor(run) -> float:
 
     m = accuracy_sample(run.space, 200, seed=0)
     _, macs = run.family.count_params_macs(m, run.space.width_mult, run.n_classes)
-    lat = AnalyticPredictor(features="stage", n_classes=run.n_classes).fit(m, macs / 1e8)
+    lat = AnalyticPredictor(features="stage", net=NetworkSpec("ofa-mbv3", 1.0, run.n_classes)).fit(m, macs / 1e8)
     lat.save(latency_predictor_path(run.run_dir, DEV))
     return float(np.median(lat.predict(m)))
 

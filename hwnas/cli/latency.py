@@ -76,13 +76,12 @@ def latency_fit(
     else:
         if target is None or out is None:
             raise InputError("--table needs --target COLUMN (latency in ms) and --out PRED.json")
-        from hwnas.families import DEFAULT_FAMILY, get_family
+        from hwnas.families import DEFAULT_FAMILY, NetworkSpec, get_family
 
         fam = get_family(family or DEFAULT_FAMILY)
-        pred, report = fit_from_table(table, target, out,
-                                      width_mult=width_mult or fam.default_width,
-                                      n_classes=classes or 1000, base=base, kinds=kinds, entries=entries,
-                                      device=device or "", seed=seed, family=fam.name)
+        net = NetworkSpec(fam.name, width_mult or fam.default_width, classes or 1000)
+        pred, report = fit_from_table(table, target, out, net=net, base=base, kinds=kinds, entries=entries,
+                                      device=device or "", seed=seed)
         report["path"] = str(out)
     _print_fit(pred, report)
 
@@ -128,7 +127,7 @@ def latency_eval(
                                           f"default), {OTHER_FAMILIES}. A run's is its own."),
 ) -> None:
     """Held-out accuracy of latency prediction: within ±5/10%, RMSE, MAPE, Kendall, Spearman, learning curve."""
-    from hwnas.families import DEFAULT_FAMILY, get_family
+    from hwnas.families import DEFAULT_FAMILY, NetworkSpec, get_family
     from hwnas.latency.api import evaluate_predictor, evaluate_run
 
     try:
@@ -152,7 +151,7 @@ def latency_eval(
     else:
         fam = get_family(family or DEFAULT_FAMILY)
         width = width_mult if width_mult is not None else fam.default_width
-        report = evaluate_predictor(table, target, width_mult=width, n_classes=classes, family=fam.name, **settings)
+        report = evaluate_predictor(table, target, net=NetworkSpec(fam.name, width, classes), **settings)
     metrics = ("within_5", "within_10", "rmse_ms", "mape", "kendall_tau", "spearman_rho")
     if "heldout" in report:
         h = report["heldout"]

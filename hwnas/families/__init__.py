@@ -11,6 +11,7 @@ from hwnas.families.base import ElasticSupernet, Family
 from hwnas.families.genes import GeneArch, GeneGroup, ShrinkPhase
 from hwnas.families.registry import (DEFAULT_FAMILY, family_names, get_family, register_family, registered_family,
                                      unregister_family)
+from hwnas.families.spec import NetworkSpec
 
-__all__ = ["Family", "ElasticSupernet", "GeneArch", "GeneGroup", "ShrinkPhase", "DEFAULT_FAMILY", "family_names", "get_family",
-           "register_family", "unregister_family", "registered_family"]
+__all__ = ["Family", "ElasticSupernet", "GeneArch", "GeneGroup", "NetworkSpec", "ShrinkPhase", "DEFAULT_FAMILY",
+           "family_names", "get_family", "register_family", "unregister_family", "registered_family"]

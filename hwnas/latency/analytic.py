@@ -26,10 +26,10 @@ from typing import Any, Callable, Mapping, NamedTuple
 import numpy as np
 
 from hwnas.errors import InputError
-from hwnas.families import DEFAULT_FAMILY
+from hwnas.families import NetworkSpec, get_family
 from hwnas.latency._solvers import nnls_relative, ridge_fit
 from hwnas.latency.base import LatencyPredictor, register
-from hwnas.latency.layout import cost_kernels, family_cost_gather, family_layout
+from hwnas.latency.layout import cost_kernels, family_cost_gather
 
 __all__ = ["FEATURE_SETS", "FeatureCache", "all_features", "all_feature_names", "analytic_features",
            "cached_features", "feature_names", "select_features", "AnalyticPredictor"]
@@ -53,7 +53,7 @@ class _Vocabulary(NamedTuple):
 
 @functools.lru_cache(maxsize=16)
 def _vocabulary(family: str) -> _Vocabulary:
-    layout = family_layout(family, None, 1000)
+    layout = get_family(family).cost_layout(None, 1000)  # names do not depend on the width or classes
     costs = tuple(layout.cost_names)
     block_macs = tuple(n for n in costs if n.startswith("macs_") and n != "macs_fixed")
     kernels = cost_kernels(layout)
@@ -62,14 +62,14 @@ def _vocabulary(family: str) -> _Vocabulary:
 
 
 @functools.lru_cache(maxsize=16)
-def all_feature_names(family: str = DEFAULT_FAMILY) -> tuple[str, ...]:
+def all_feature_names(family: str) -> tuple[str, ...]:
     """Every analytic column any feature set of `family` uses (its costs, stages and kernel split)."""
     v = _vocabulary(family)
     return v.costs + ("macs", "act_fixed") + v.split + tuple(_stage_names(v.n_stages))
 
 
 @functools.lru_cache(maxsize=64)
-def feature_names(feature_set: str, family: str = DEFAULT_FAMILY) -> tuple[str, ...]:
+def feature_names(feature_set: str, family: str) -> tuple[str, ...]:
     v = _vocabulary(family)
     stages = _stage_names(v.n_stages)
     roof = [n for n in v.costs if n != "blocks"]
@@ -85,11 +85,11 @@ def feature_names(feature_set: str, family: str = DEFAULT_FAMILY) -> tuple[str, 
 
 
 @functools.lru_cache(maxsize=16)
-def _sums(family: str, width_mult: float, n_classes: int) -> tuple:
+def _sums(net: NetworkSpec) -> tuple:
     """The family's cost gather, and how `all_features` sums its parts: per stage its blocks, and
     the parts that are not blocks, each as [(0: switched | 1: always run, a slice where they are
     consecutive, else their indices)]."""
-    gather = family_cost_gather(family, width_mult, n_classes)
+    gather = family_cost_gather(net)
     parts = gather.layout.parts
 
     def pick(keep) -> list[tuple[int, slice | np.ndarray]]:
@@ -112,13 +112,12 @@ def _summed(picked: list, gathered: tuple[np.ndarray, np.ndarray], columns) -> n
     return out
 
 
-def all_features(m: np.ndarray, width_mult: float, n_classes: int, chunk: int = 20000,
-                 family: str = DEFAULT_FAMILY) -> np.ndarray:
-    """Every `all_feature_names(family)` column [n, A] of flat rows `m`: exact (integer counts),
-    vectorised, one gather over the family's cost layout."""
-    gather, stages, not_blocks = _sums(family, float(width_mult), int(n_classes))
-    v = _vocabulary(family)
-    names = all_feature_names(family)
+def all_features(m: np.ndarray, net: NetworkSpec, chunk: int = 20000) -> np.ndarray:
+    """Every `all_feature_names(net.family)` column [n, A] of `net`'s flat rows `m`: exact (integer
+    counts), vectorised, one gather over the family's cost layout."""
+    gather, stages, not_blocks = _sums(net)
+    v = _vocabulary(net.family)
+    names = all_feature_names(net.family)
     at = {name: i for i, name in enumerate(names)}
     n_cost = len(v.costs)
     c = {name: i for i, name in enumerate(v.costs)}
@@ -148,40 +147,37 @@ def _columns(feature_set: str, family: str) -> list[int]:
     return [at[n] for n in feature_names(feature_set, family)]
 
 
-def select_features(allf: np.ndarray, feature_set: str, family: str = DEFAULT_FAMILY) -> np.ndarray:
+def select_features(allf: np.ndarray, feature_set: str, family: str) -> np.ndarray:
     """The columns of `feature_set` from an `all_features` matrix."""
     return allf[:, _columns(feature_set, family)]
 
 
-def analytic_features(m: np.ndarray, width_mult: float, n_classes: int, feature_set: str = "full",
-                      family: str = DEFAULT_FAMILY) -> np.ndarray:
-    """Exact features [n, F] (`feature_names(feature_set, family)`) of flat rows `m`, vectorised."""
-    return select_features(all_features(m, width_mult, n_classes, family=family), feature_set, family)
+def analytic_features(m: np.ndarray, net: NetworkSpec, feature_set: str = "full") -> np.ndarray:
+    """Exact features [n, F] (`feature_names(feature_set, net.family)`) of `net`'s flat rows `m`."""
+    return select_features(all_features(m, net), feature_set, net.family)
 
 
 class FeatureCache:
-    """`all_features` of one matrix, computed at most once per (family, width_mult, n_classes): a
-    hybrid or transfer model and its base share one pass over the rows. `source(m, family,
-    width_mult, n_classes)` may supply them faster (the search's per-space tables), or return None."""
+    """`all_features` of one matrix, computed at most once per network (`NetworkSpec`): a hybrid or
+    transfer model and its base share one pass over the rows. `source(m, net)` may supply them
+    faster (the search's per-space tables), or return None."""
 
     def __init__(self, m: np.ndarray, source: Callable[..., np.ndarray | None] | None = None) -> None:
         self.m = m
         self.source = source
-        self._done: dict[tuple, np.ndarray] = {}
+        self._done: dict[NetworkSpec, np.ndarray] = {}
 
-    def get_for(self, family: str, width_mult: float, n_classes: int) -> np.ndarray:
-        """`all_features` of the rows as `family`'s."""
-        key = (family, float(width_mult), int(n_classes))
-        if key not in self._done:
-            got = None if self.source is None else self.source(self.m, *key)
-            self._done[key] = (got if got is not None
-                               else all_features(self.m, width_mult, n_classes, family=family))
-        return self._done[key]
+    def get_for(self, net: NetworkSpec) -> np.ndarray:
+        """`all_features` of the rows as `net`'s."""
+        if net not in self._done:
+            got = None if self.source is None else self.source(self.m, net)
+            self._done[net] = got if got is not None else all_features(self.m, net)
+        return self._done[net]
 
 
-def cached_features(cache: FeatureCache | None, m: np.ndarray, meta) -> np.ndarray:
-    """The `all_features` a predictor with `meta` (family, width, classes) reads from `cache`."""
-    return (cache or FeatureCache(m)).get_for(meta.family, meta.width_mult, meta.n_classes)
+def cached_features(cache: FeatureCache | None, m: np.ndarray, net: NetworkSpec) -> np.ndarray:
+    """The `all_features` of `net`'s rows `m`, from `cache` when there is one."""
+    return (cache or FeatureCache(m)).get_for(net)
 
 
 @register
@@ -195,7 +191,7 @@ class AnalyticPredictor(LatencyPredictor):
     def candidates(cls, n_rows, *, auto, base, entries_lut, **kw):
         out = [cls("macs", "linear", 0.0, **kw)]
         for features in ("simple", "compact", "roofline", "stage", "full"):
-            if len(feature_names(features, kw["family"])) > n_rows / 2:
+            if len(feature_names(features, kw["net"].family)) > n_rows / 2:
                 continue  # at least 2 rows per coefficient, or CV picks overfitted sets by luck
             for alpha in ((1e-4,) if features in ("simple", "compact") else (1e-4, 1e-2)):
                 out.append(cls(features, "linear", alpha, **kw))
@@ -203,9 +199,9 @@ class AnalyticPredictor(LatencyPredictor):
         return out
 
     def __init__(self, features: str = "stage", model: str = "linear", alpha: float = 1e-3, *,
-                 width_mult: float = 1.0, n_classes: int = 1000, family: str = DEFAULT_FAMILY) -> None:
-        super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
-        feature_names(features, family)  # validates
+                 net: NetworkSpec) -> None:
+        super().__init__(net=net)
+        feature_names(features, net.family)  # validates
         if model not in ("linear", "log"):
             raise InputError(f"unknown analytic model {model!r}; use 'linear' or 'log'")
         if not alpha >= 0:
@@ -220,7 +216,7 @@ class AnalyticPredictor(LatencyPredictor):
         return {"features": self.features, "model": self.model, "alpha": self.alpha}
 
     def transform(self, m: np.ndarray, cache: FeatureCache | None = None) -> np.ndarray:
-        return select_features(cached_features(cache, m, self.meta), self.features, self.meta.family)
+        return select_features(cached_features(cache, m, self.meta.net), self.features, self.meta.family)
 
     def _fit(self, m: np.ndarray, y: np.ndarray) -> None:
         x = self.transform(m)

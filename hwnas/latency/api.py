@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from hwnas.errors import InputError, TableError, shown
-from hwnas.families import DEFAULT_FAMILY, Family, get_family
+from hwnas.families import DEFAULT_FAMILY, Family, NetworkSpec, get_family
 from hwnas.families.tables import read_table_frame
 from hwnas.fileio import read_parquet
 from hwnas.latency.analytic import AnalyticPredictor
@@ -55,11 +55,9 @@ def _family_name(family) -> str:
     return family if isinstance(family, str) else family.name
 
 
-def read_latency_table(path, target_column: str, width_mult: float = 1.0, family: str = DEFAULT_FAMILY
-                       ) -> tuple[np.ndarray, np.ndarray, Any]:
-    """(the family's canonical flat rows, int64 [n, columns] (`Family.table_codes`), latencies ms
-    [n], the full DataFrame) of a measured table: a CSV/Parquet path, or a DataFrame already read.
-    `width_mult` is the rows' network width; the rows themselves do not depend on it."""
+def read_latency_table(path, target_column: str, family: str | Family) -> tuple[np.ndarray, np.ndarray, Any]:
+    """(`family`'s canonical flat rows, int64 [n, columns] (`Family.table_codes`), latencies ms
+    [n], the full DataFrame) of a measured table: a CSV/Parquet path, or a DataFrame already read."""
     fam = get_family(_family_name(family))
     source = str(path) if isinstance(path, (str, Path)) else "the measurements"
     df = read_table_frame(path) if isinstance(path, (str, Path)) else path
@@ -80,8 +78,7 @@ def evaluate_run(run_dir: str | Path, device: str, target: str = "corrected_ms",
     if df.empty:
         raise InputError(f"run {run_dir} has no subnet measurements for {device!r}; run "
                          f"`hwnas profile --run {run_dir} --device {device}` first")
-    return evaluate_predictor(df, target, width_mult=run.space.width_mult, n_classes=run.n_classes,
-                              family=run.family.name, **settings)
+    return evaluate_predictor(df, target, net=run.network, **settings)
 
 
 def _load_base(base: str | Path | LatencyPredictor | None) -> LatencyPredictor | None:
@@ -90,8 +87,7 @@ def _load_base(base: str | Path | LatencyPredictor | None) -> LatencyPredictor |
     return load_predictor(base)
 
 
-def _load_entries(entries: str | Path | None, width_mult: float, n_classes: int, family: str = DEFAULT_FAMILY
-                  ) -> LookupTablePredictor | None:
+def _load_entries(entries: str | Path | None, net: NetworkSpec) -> LookupTablePredictor | None:
     if entries is None:
         return None
     import pandas as pd
@@ -100,29 +96,25 @@ def _load_entries(entries: str | Path | None, width_mult: float, n_classes: int,
     if not path.exists():
         raise TableError(f"entries table {path} does not exist")
     df = read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, skipinitialspace=True)
-    return LookupTablePredictor.from_entries(df, width_mult=width_mult, n_classes=n_classes,
-                                             source=str(path), family=family)
+    return LookupTablePredictor.from_entries(df, net=net, source=str(path))
 
 
-def fit_from_table(table_csv: str | Path, target_column: str, out_json: str | Path, *,
-                   width_mult: float = 1.0, n_classes: int = 1000,
+def fit_from_table(table_csv: str | Path, target_column: str, out_json: str | Path, *, net: NetworkSpec,
                    base: str | Path | LatencyPredictor | None = None,
                    kinds: Iterable[str] | None = None, entries: str | Path | None = None,
-                   device: str = "", folds: int | None = None, seed: int = 0, family: str = DEFAULT_FAMILY
+                   device: str = "", folds: int | None = None, seed: int = 0
                    ) -> tuple[LatencyPredictor, dict[str, Any]]:
-    """Fit the best predictor (by cross-validation, `fit_best`) to a measured table of `family`'s
+    """Fit the best predictor (by cross-validation, `fit_best`) to a measured table of `net`'s
     subnets; save it.
 
     `base`: a source device's predictor JSON, for few-shot transfer (10-50 rows suffice).
     `entries`: a per-block entries CSV (`hwnas.latency.lut`) to add lookup-table candidates.
     `kinds`: restrict the candidate kinds (analytic, lut, hybrid, mlp, transfer).
     Returns (predictor, cross-validation report)."""
-    family = _family_name(family)
-    m, y, _ = read_latency_table(table_csv, target_column, width_mult, family)
-    pred, report = fit_best(m, y, kinds=kinds, width_mult=width_mult, n_classes=n_classes,
-                            base=_load_base(base),
-                            entries_lut=_load_entries(entries, width_mult, n_classes, family),
-                            folds=folds, seed=seed, device=device, target=target_column, family=family)
+    m, y, _ = read_latency_table(table_csv, target_column, net.family)
+    pred, report = fit_best(m, y, net=net, kinds=kinds, base=_load_base(base),
+                            entries_lut=_load_entries(entries, net),
+                            folds=folds, seed=seed, device=device, target=target_column)
     pred.meta.notes["table"] = str(table_csv)
     pred.save(out_json)
     return pred, report
@@ -146,21 +138,19 @@ def predict_table(predictor_json: str | Path, in_csv: str | Path, out_csv: str |
     return df
 
 
-def _fit(kind: str | None, m: np.ndarray, y: np.ndarray, width_mult: float, n_classes: int,
-         base: LatencyPredictor | None, seed: int, family: str = DEFAULT_FAMILY) -> LatencyPredictor:
-    kinds = None if kind is None else [kind]
-    return fit_best(m, y, kinds=kinds, width_mult=width_mult, n_classes=n_classes, base=base,
-                    seed=seed, family=family)[0]
+def _fit(kind: str | None, m: np.ndarray, y: np.ndarray, net: NetworkSpec, base: LatencyPredictor | None,
+         seed: int) -> LatencyPredictor:
+    return fit_best(m, y, net=net, kinds=None if kind is None else [kind], base=base, seed=seed)[0]
 
 
-def evaluate_predictor(table_csv, target_column: str, *,
+def evaluate_predictor(table_csv, target_column: str, *, net: NetworkSpec,
                        predictor_json: str | Path | None = None, kind: str | None = None,
                        sizes: Sequence[int] = LEARNING_CURVE_SIZES, test_fraction: float = 0.25,
                        repeats: int = 1, repeat_column: str | None = None,
-                       base: str | Path | LatencyPredictor | None = None, width_mult: float = 1.0,
-                       n_classes: int = 1000, seed: int = 0, out_json: str | Path | None = None,
-                       family: str = DEFAULT_FAMILY) -> dict[str, Any]:
-    """Held-out accuracy of latency prediction on a measured table (a path or a DataFrame).
+                       base: str | Path | LatencyPredictor | None = None, seed: int = 0,
+                       out_json: str | Path | None = None) -> dict[str, Any]:
+    """Held-out accuracy of latency prediction on a measured table (a path or a DataFrame) of
+    `net`'s subnets.
 
     - With `predictor_json`: that predictor's metrics on every row of the table (``heldout``).
     - Learning curve: rows are shuffled (`seed`), the last `test_fraction` held out, and for each
@@ -179,14 +169,14 @@ def evaluate_predictor(table_csv, target_column: str, *,
         raise InputError(f"test_fraction must be in (0, 1), got {test_fraction}")
     if repeats < 1:
         raise InputError(f"repeats must be at least 1, got {repeats}")
-    family = _family_name(family)
-    m, y, df = read_latency_table(table_csv, target_column, width_mult, family)
+    m, y, df = read_latency_table(table_csv, target_column, net.family)
     base_pred = _load_base(base)
     source = str(table_csv) if isinstance(table_csv, (str, Path)) else "the run's measurements"
     report: dict[str, Any] = {"table": source, "target": target_column, "rows": int(len(y)),
-                              "width_mult": width_mult, "n_classes": n_classes, "seed": seed, "family": family}
+                              "width_mult": net.width_mult, "n_classes": net.n_classes, "seed": seed,
+                              "family": net.family}
     if repeat_column is not None:
-        y2 = _target(df, repeat_column, source, get_family(family))
+        y2 = _target(df, repeat_column, source, net.get_family())
         report["repeatability"] = {"column": repeat_column, "within_5": within(y2, y, 0.05),
                                    "within_10": within(y2, y, 0.10), **{
                                        k: v for k, v in summary(y2, y).items()
@@ -204,13 +194,11 @@ def evaluate_predictor(table_csv, target_column: str, *,
         for rep in range(repeats):
             order = np.random.default_rng(seed + rep).permutation(len(y))
             train, test = order[:n], order[pool:]
-            pred = _fit(kind, m[train], y[train], width_mult, n_classes, base_pred, seed, family)
-            flops = AnalyticPredictor("macs", "linear", 0.0, width_mult=width_mult,
-                                      n_classes=n_classes, family=family).fit(m[train], y[train])
+            pred = _fit(kind, m[train], y[train], net, base_pred, seed)
+            flops = AnalyticPredictor("macs", "linear", 0.0, net=net).fit(m[train], y[train])
             # hwnas before runtime priors and the one-SE choice: what the new default must beat
-            today = fit_best(m[train], y[train], kinds=None if kind is None else [kind], width_mult=width_mult,
-                             n_classes=n_classes, base=base_pred, seed=seed, family=family, priors=(),
-                             criterion="within-10")[0]
+            today = fit_best(m[train], y[train], net=net, kinds=None if kind is None else [kind], base=base_pred,
+                             seed=seed, priors=(), criterion="within-10")[0]
             runs.append({"chosen": pred.describe(), **summary(pred.predict(m[test]), y[test]),
                          "flops_baseline": summary(flops.predict(m[test]), y[test]),
                          "today_baseline": summary(today.predict(m[test]), y[test])})
@@ -319,18 +307,17 @@ def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | Non
     _target(subnets, target, source, fam)
     grouped = subnets.groupby(list(fam.flat_columns()), as_index=False, sort=False)[target].median()
     m = fam.table_codes(grouped, source)
-    entry_columns = fam.cost_layout(width_mult, n_classes).entry_columns
+    net = NetworkSpec(fam.name, width_mult, n_classes)
+    entry_columns = net.cost_layout().entry_columns
     y = _target(grouped, target, source, fam)
     entries_lut = None
     entries = _block_entries(blocks, target, entry_columns) if blocks is not None and len(blocks) else None
     if entries is not None:
         merged = entries.groupby(list(entry_columns), as_index=False)[target].median()
-        entries_lut = LookupTablePredictor.from_entries(merged, width_mult=width_mult, n_classes=n_classes,
-                                                        ms_column=target, device=device, source=source,
-                                                        family=family)
-    pred, report = fit_best(m, y, kinds=kinds, width_mult=width_mult, n_classes=n_classes,
-                            base=_load_base(base), entries_lut=entries_lut, folds=folds, seed=seed,
-                            device=device, target=target, family=family)
+        entries_lut = LookupTablePredictor.from_entries(merged, net=net, ms_column=target, device=device,
+                                                        source=source)
+    pred, report = fit_best(m, y, net=net, kinds=kinds, base=_load_base(base), entries_lut=entries_lut,
+                            folds=folds, seed=seed, device=device, target=target)
     # which subnets it was fitted on, by id: every held-out figure is computed from this, not from file times
     fitted_on = sorted(set(subnets["key"].astype(str))) if "key" in subnets.columns else None
     pred.meta.notes.update(run=str(run_dir), block_entries=0 if entries_lut is None else

@@ -90,24 +90,24 @@ def auto_profile(space: Any, measure: MeasureFn, settings: AutoSettings = AutoSe
     `candidates`: flat rows to choose every later batch from (default: fresh samples of the
     space; a fixed set replays a measured table); `priors`: runtime priors (default: the shipped
     ones of the space's family)."""
+    from hwnas.families import NetworkSpec
     from hwnas.latency.select import default_candidates, fit_best
     from hwnas.latency.priors import runtime_priors
     from hwnas.profiling.stage import select_subnets
 
     settings.check()
     t0 = time.monotonic()
-    family = space.family.name
+    net = NetworkSpec(space.family.name, space.width_mult, n_classes)
     archs = list(first) if first is not None else select_subnets(space, settings.start, settings.seed,
                                                                   n_classes)
     ms = list(np.asarray(measure(archs), dtype=np.float64))
-    priors = runtime_priors(family, space.width_mult, n_classes) if priors is None else list(priors)
+    priors = runtime_priors(net) if priors is None else list(priors)
     rng = np.random.default_rng(settings.seed + 1)
     best_err, stale, history = float("inf"), 0, []
     while True:
         m = space.to_matrix(archs).astype(np.int64)
         y = np.asarray(ms)
-        pred, report = fit_best(m, y, width_mult=space.width_mult, n_classes=n_classes, family=family,
-                                priors=priors)
+        pred, report = fit_best(m, y, net=net, priors=priors)
         err = float(report["chosen_metrics"]["rmse_log"])
         history.append({"n": len(archs), "cv_rmse_log": err, "cv_within_10":
                         float(report["chosen_metrics"]["within_10"]), "chosen": report["chosen"]})
@@ -123,8 +123,7 @@ def auto_profile(space: Any, measure: MeasureFn, settings: AutoSettings = AutoSe
                    else None)
         if stopped:
             return AutoResult(len(archs), stopped, report["chosen"], history, [a.id for a in archs])
-        cands = default_candidates(len(archs), width_mult=space.width_mult, n_classes=n_classes,
-                                   family=family, priors=priors)
+        cands = default_candidates(len(archs), net=net, priors=priors)
         ranked = sorted(report["candidates"], key=lambda r: r["rmse_log"])[:settings.committee]
         committee = [cands[r["index"]].clone().fit(m, y) for r in ranked]
         pool = _pool(space, settings.pool, rng, {a.id for a in archs}, candidates)

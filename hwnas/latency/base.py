@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import threading
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
@@ -29,7 +28,7 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence, TypeVar
 import numpy as np
 
 from hwnas.errors import CheckpointError, InputError, shown
-from hwnas.families import DEFAULT_FAMILY
+from hwnas.families import DEFAULT_FAMILY, NetworkSpec
 from hwnas.fileio import read_npz
 
 __all__ = ["LatencyPredictor", "PredictorMeta", "ArchLike", "register", "predictor_class",
@@ -82,15 +81,15 @@ def candidate_classes() -> list[type[LatencyPredictor]]:
     return sorted(ranked, key=lambda c: c.candidate_rank)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PredictorMeta:
-    """What a predictor was fitted for and on. `cv` is the cross-validation report of the chosen
-    candidate (`hwnas.latency.select`), when it was chosen by `fit_best`."""
+    """What a predictor was fitted for and on (its file's ``meta``). `cv` is the cross-validation
+    report of the chosen candidate (`hwnas.latency.select`), when it was chosen by `fit_best`."""
 
     device: str = ""
-    family: str = DEFAULT_FAMILY  # the search-space family of the rows (files without one: the default)
-    width_mult: float = 1.0
-    n_classes: int = 1000
+    family: str  # the search-space family of the rows
+    width_mult: float
+    n_classes: int
     target: str = "ms"  # the column / quantity it learned (e.g. corrected_ms)
     n_train: int = 0
     cv: dict[str, Any] = field(default_factory=dict)
@@ -98,8 +97,15 @@ class PredictorMeta:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PredictorMeta:
-        known = {k: v for k, v in obj.items() if k in cls.__dataclass_fields__}
+        # files written before families name none: they are the first family's (ImageNet-sized)
+        known = {"family": DEFAULT_FAMILY, "width_mult": 1.0, "n_classes": 1000,
+                 **{k: v for k, v in obj.items() if k in cls.__dataclass_fields__}}
         return cls(**known)
+
+    @property
+    def net(self) -> NetworkSpec:
+        """The networks it predicts."""
+        return NetworkSpec(self.family, self.width_mult, self.n_classes)
 
 
 def check_targets(ms: Any, n: int) -> np.ndarray:
@@ -161,23 +167,21 @@ class LatencyPredictor(ABC):
     def candidates(cls, n_rows: int, *, auto: bool, base: "LatencyPredictor | None",
                    entries_lut: "LatencyPredictor | None", **kw: Any) -> list["LatencyPredictor"]:
         """This kind's unfitted candidates for `n_rows` training rows (`auto`: the kinds were not
-        restricted, so leave out what does not suit so few rows); `kw` = width_mult, n_classes,
-        family."""
+        restricted, so leave out what does not suit so few rows); `kw` = net."""
         return []
 
-    def __init__(self, *, width_mult: float = 1.0, n_classes: int = 1000, family: str = DEFAULT_FAMILY) -> None:
-        self.meta = PredictorMeta(family=str(family), width_mult=float(width_mult), n_classes=int(n_classes))
+    def __init__(self, *, net: NetworkSpec) -> None:
+        self.meta = PredictorMeta(family=net.family, width_mult=net.width_mult, n_classes=net.n_classes)
         self._fitted = False
 
     # -- hyperparameters -----------------------------------------------------------------
     def get_params(self) -> dict[str, Any]:
-        """JSON-able constructor arguments (besides width_mult / n_classes)."""
+        """JSON-able constructor arguments (besides `net`)."""
         return {}
 
     def clone(self: P) -> P:
         """An unfitted copy with the same hyperparameters and layout."""
-        return type(self)(width_mult=self.meta.width_mult, n_classes=self.meta.n_classes,
-                          family=self.meta.family, **copy.deepcopy(self.get_params()))
+        return type(self)(net=self.meta.net, **copy.deepcopy(self.get_params()))
 
     def describe(self) -> str:
         params = ", ".join(f"{k}={v}" for k, v in self.get_params().items()
@@ -272,7 +276,7 @@ class LatencyPredictor(ABC):
         klass = predictor_class(kind)
         meta = PredictorMeta.from_dict(doc.get("meta") or {})
         params = dict(doc.get("params") or {})
-        obj = klass(width_mult=meta.width_mult, n_classes=meta.n_classes, family=meta.family, **params)
+        obj = klass(net=meta.net, **params)
         obj.meta = meta
         obj._load_state(doc.get("state") or {}, arrays)
         obj._fitted = True

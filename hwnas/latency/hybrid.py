@@ -18,7 +18,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from hwnas.errors import InputError
-from hwnas.families import DEFAULT_FAMILY
+from hwnas.families import NetworkSpec
 from hwnas.latency.analytic import FeatureCache
 from hwnas.latency._solvers import ridge_fit, ridge_loo_alpha
 from hwnas.latency.base import (LatencyPredictor, load_nested, nested_state, predictor_class,
@@ -31,21 +31,19 @@ RIDGE_ALPHAS = (0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 1e4)
 AUTO = "auto"
 
 
-def _spec(base: LatencyPredictor | Mapping[str, Any] | str, width_mult: float, n_classes: int,
-          family: str = DEFAULT_FAMILY) -> LatencyPredictor | None:
+def _base_of(base: LatencyPredictor | Mapping[str, Any] | str, net: NetworkSpec) -> LatencyPredictor | None:
     if base == AUTO:
         return None
     if isinstance(base, LatencyPredictor):
-        if base.meta.family != family:
-            raise InputError(f"a hybrid predictor for {family} cannot have a {base.meta.family} base")
+        if base.meta.family != net.family:
+            raise InputError(f"a hybrid predictor for {net.family} cannot have a {base.meta.family} base")
         return base.clone()
     if not isinstance(base, Mapping):
         raise InputError(f"a hybrid base must be 'auto', a predictor or {{'kind', 'params'}}, got {base!r}")
     spec = dict(base)
     if spec.get("kind") in ("hybrid", "transfer"):
         raise InputError(f"a hybrid predictor's base cannot be a {spec['kind']} predictor")
-    return predictor_class(str(spec.get("kind"))) (width_mult=width_mult, n_classes=n_classes, family=family,
-                                                   **dict(spec.get("params") or {}))
+    return predictor_class(str(spec.get("kind")))(net=net, **dict(spec.get("params") or {}))
 
 
 @register
@@ -68,15 +66,14 @@ class HybridPredictor(LatencyPredictor):
     min_rows = 5
 
     def __init__(self, base: LatencyPredictor | Mapping[str, Any] | str = AUTO,
-                 residual: str = "ridge", *, width_mult: float = 1.0, n_classes: int = 1000,
-                 family: str = DEFAULT_FAMILY) -> None:
-        super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
+                 residual: str = "ridge", *, net: NetworkSpec) -> None:
+        super().__init__(net=net)
         if residual not in ("ridge", "mlp"):
             raise InputError(f"unknown residual model {residual!r}; use 'ridge' or 'mlp'")
         self.residual = residual
         self.auto_base = base == AUTO
-        self.base: LatencyPredictor | None = _spec(base, width_mult, n_classes, family)
-        self.inputs = InputScaler(width_mult, n_classes, family)
+        self.base: LatencyPredictor | None = _base_of(base, net)
+        self.inputs = InputScaler(net)
         self.coef = np.zeros(0)
         self.intercept = 0.0
         self.alpha = 0.0
@@ -88,9 +85,7 @@ class HybridPredictor(LatencyPredictor):
         return {"base": base, "residual": self.residual}
 
     def clone(self) -> HybridPredictor:
-        return HybridPredictor(AUTO if self.auto_base else self.base, self.residual,
-                               width_mult=self.meta.width_mult, n_classes=self.meta.n_classes,
-                               family=self.meta.family)
+        return HybridPredictor(AUTO if self.auto_base else self.base, self.residual, net=self.meta.net)
 
     def describe(self) -> str:
         base = "auto-analytic" if self.auto_base else self.base.describe()
@@ -102,8 +97,7 @@ class HybridPredictor(LatencyPredictor):
 
             # hybrids fit from 30 rows, where the within-10 choice is stable: kept, so a refit
             # gives the model a saved hybrid holds
-            self.base = fit_best(m, y, kinds=["analytic"], width_mult=self.meta.width_mult,
-                                 n_classes=self.meta.n_classes, family=self.meta.family, priors=(),
+            self.base = fit_best(m, y, net=self.meta.net, kinds=["analytic"], priors=(),
                                  criterion="within-10")[0]
         else:
             self.base.fit(m, y)

@@ -17,6 +17,7 @@ import numpy as np
 
 from hwnas.errors import InputError
 from hwnas.families.parts import COST_NAMES, CostLayout
+from hwnas.families.spec import NetworkSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,11 +32,9 @@ _MAX_SPAN = 1 << 12  # widest value range a key column is ranked by a dense tabl
 _MAX_TABLES = 1024  # memoised table sets per gather (bounds the memory of odd callers)
 
 
-def family_layout(family: str, width_mult: float, n_classes: int) -> CostLayout:
-    """The `hwnas.families.parts.CostLayout` of `family` (a registry name) at this width/classes."""
-    from hwnas.families import get_family
-
-    return get_family(family).cost_layout(width_mult, n_classes)
+def family_layout(net: NetworkSpec) -> CostLayout:
+    """The `hwnas.families.parts.CostLayout` of `net`'s networks."""
+    return net.cost_layout()
 
 
 class _Plan(NamedTuple):
@@ -183,12 +182,12 @@ class PartGather:
 
 
 @functools.lru_cache(maxsize=32)
-def family_cost_gather(family: str, width_mult: float, n_classes: int) -> PartGather:
-    """Exact costs per part of `family` (its layout's `cost_names`), then the block's `kernel_split`
+def family_cost_gather(net: NetworkSpec) -> PartGather:
+    """Exact costs per part of `net`'s networks (its layout's `cost_names`), then the block's `kernel_split`
     MACs again in the column of its kernel (`layout.kernels`; none without a split):
     [len(cost_names) + len(kernels)]. One shared instance per (family, width, classes), so its
     tables are built once per process."""
-    layout = family_layout(family, width_mult, n_classes)
+    layout = family_layout(net)
     kernels = cost_kernels(layout)
     n_costs = len(layout.cost_names)
     split = layout.cost_names.index(layout.kernel_split) if kernels else 0
@@ -212,11 +211,11 @@ def cost_kernels(layout: CostLayout) -> tuple[int, ...]:
     return tuple(layout.kernels) if layout.kernel_split is not None else ()
 
 
-def family_entry_keys(family: str, m: np.ndarray, width_mult: float, n_classes: int) -> "pd.DataFrame":
-    """The distinct lookup-table entries (`layout.entry_columns`) the rows `m` of `family` run."""
+def family_entry_keys(net: NetworkSpec, m: np.ndarray) -> "pd.DataFrame":
+    """The distinct lookup-table entries (`layout.entry_columns`) the rows `m` of `net` run."""
     import pandas as pd
 
-    layout = family_layout(family, width_mult, n_classes)
+    layout = family_layout(net)
     active = layout.active(m)
     rows: set[tuple] = set()
     for p, part in enumerate(layout.parts):

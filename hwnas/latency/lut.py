@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from hwnas.errors import InputError, TableError, shown
-from hwnas.families import DEFAULT_FAMILY, get_family
+from hwnas.families import NetworkSpec
 from hwnas.families.base import OFA_RESOLUTIONS
 from hwnas.latency._solvers import nnls_relative
 from hwnas.latency.base import LatencyPredictor, register
@@ -81,10 +81,10 @@ def check_entries(df, ms_column: str = "ms", source: str = "entries",
 
 
 @functools.lru_cache(maxsize=32)
-def _block_inputs(family: str, width_mult: float, n_classes: int) -> dict[tuple[int, int], set[int]]:
+def _block_inputs(net: NetworkSpec) -> dict[tuple[int, int], set[int]]:
     """(stage, j) -> the input widths (entry value 3) the layout's blocks there can have."""
-    layout = family_layout(family, width_mult, n_classes)
-    choices = [(OFA_RESOLUTIONS[-1],)] + [tuple(g.to_codes(g.choices)) for g in get_family(family).gene_groups()
+    layout = family_layout(net)
+    choices = [(OFA_RESOLUTIONS[-1],)] + [tuple(g.to_codes(g.choices)) for g in net.get_family().gene_groups()
                                           for _ in range(g.count)]
     out: dict[tuple[int, int], set[int]] = {}
     for p, part in enumerate(layout.parts):
@@ -95,18 +95,18 @@ def _block_inputs(family: str, width_mult: float, n_classes: int) -> dict[tuple[
     return out
 
 
-def _check_blocks(table: np.ndarray, family: str, width_mult: float, n_classes: int, source: str) -> None:
+def _check_blocks(table: np.ndarray, net: NetworkSpec, source: str) -> None:
     """Every block entry is at a stage and position the layout has, with one of its input widths."""
-    inputs = _block_inputs(family, width_mult, n_classes)
+    inputs = _block_inputs(net)
     for i in np.flatnonzero(table[:, 0] == _PART_CODE["block"]):
         stage, j, in_ch = (int(v) for v in table[i, 1:4])
         want = inputs.get((stage, j))
         if want is None:
-            raise TableError(f"{source} row {i + 1}: {family} has no block at stage {stage} position {j}")
+            raise TableError(f"{source} row {i + 1}: {net.family} has no block at stage {stage} position {j}")
         if in_ch not in want:
             raise TableError(f"{source} row {i + 1}, column in_ch: {in_ch} but stage {stage} position {j} "
                              f"has {' or '.join(map(str, sorted(want)))} input channels at "
-                             f"width_mult={width_mult}; the entries are for another width")
+                             f"width_mult={net.width_mult}; the entries are for another width")
 
 
 def _interp(sizes: np.ndarray, ms: np.ndarray, size: int) -> float:
@@ -136,13 +136,12 @@ class LookupTablePredictor(LatencyPredictor):
             out += [cls("nnls", alpha, **kw) for alpha in (1.0, 10.0)]
         return out
 
-    def __init__(self, mode: str = "nnls", alpha: float = 1.0, *, width_mult: float = 1.0,
-                 n_classes: int = 1000, family: str = DEFAULT_FAMILY) -> None:
-        super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
+    def __init__(self, mode: str = "nnls", alpha: float = 1.0, *, net: NetworkSpec) -> None:
+        super().__init__(net=net)
         if mode not in ("nnls", "entries"):
             raise InputError(f"unknown lookup-table mode {mode!r}; use 'nnls' or 'entries'")
         self.mode, self.alpha = mode, float(alpha)
-        self.types = _FIRST_TYPES if get_family(family).predates_families else _TYPES
+        self.types = _FIRST_TYPES if net.get_family().predates_families else _TYPES
         self.entries = np.zeros((0, 8))  # entries mode: validated table
         self.calib = np.array([0.0, 1.0])  # entries mode: ms = a + b * sum
         self.type_keys = np.zeros((0, len(self.types.keep)), dtype=np.int64)  # nnls mode: `types.keep`
@@ -154,7 +153,7 @@ class LookupTablePredictor(LatencyPredictor):
         return {"mode": self.mode, "alpha": self.alpha}
 
     def _layout(self):
-        return family_layout(self.meta.family, self.meta.width_mult, self.meta.n_classes)
+        return family_layout(self.meta.net)
 
     def describe(self) -> str:
         return "lut(mode=entries)" if self.mode == "entries" else f"lut(mode=nnls, alpha={self.alpha})"
@@ -167,16 +166,15 @@ class LookupTablePredictor(LatencyPredictor):
 
     # -- entries ---------------------------------------------------------------------------
     @classmethod
-    def from_entries(cls, df, *, width_mult: float = 1.0, n_classes: int = 1000, ms_column: str = "ms",
-                     device: str = "", source: str = "entries", family: str = DEFAULT_FAMILY
-                     ) -> LookupTablePredictor:
+    def from_entries(cls, df, *, net: NetworkSpec, ms_column: str = "ms", device: str = "",
+                     source: str = "entries") -> LookupTablePredictor:
         """A fitted (uncalibrated: ms = sum of parts) predictor from a per-part entries table in
         the columns of the family's cost layout (`entry_columns`)."""
-        pred = cls(mode="entries", width_mult=width_mult, n_classes=n_classes, family=family)
+        pred = cls(mode="entries", net=net)
         table = check_entries(df, ms_column, source, tuple(pred._layout().entry_columns))
         block = table[:, 0] == _PART_CODE["block"]
         table[:, 2] = np.where(block, np.minimum(table[:, 2], 1), table[:, 2])  # any j >= 1 serves all
-        _check_blocks(table, family, width_mult, n_classes, source)
+        _check_blocks(table, net, source)
         pred.entries = table
         pred.meta.device = device
         pred.meta.notes["entries"] = int(len(table))

@@ -14,9 +14,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from hwnas.errors import InputError
-from hwnas.families import DEFAULT_FAMILY
+from hwnas.families import NetworkSpec
 from hwnas.latency.analytic import FeatureCache, cached_features, feature_names, select_features
-from hwnas.latency.base import LatencyPredictor, PredictorMeta, register
+from hwnas.latency.base import LatencyPredictor, register
 from hwnas.latency.encoding import GeneEncoder, encoder_from_dict
 
 __all__ = ["MLPPredictor", "train_mlp", "mlp_forward", "mse_gradients"]
@@ -148,15 +148,14 @@ class InputScaler:
 
     ENCODING_WEIGHT = 0.25
 
-    def __init__(self, width_mult: float, n_classes: int, family: str = DEFAULT_FAMILY) -> None:
-        self.width_mult, self.n_classes, self.family = width_mult, n_classes, family
-        self.meta = PredictorMeta(family=family, width_mult=float(width_mult), n_classes=int(n_classes))
-        self.encoder = GeneEncoder.initial(family)
+    def __init__(self, net: NetworkSpec) -> None:
+        self.net, self.family = net, net.family
+        self.encoder = GeneEncoder.initial(net.family)
         self.center = np.zeros(0)
         self.scale = np.zeros(0)
 
     def _costs(self, m: np.ndarray, cache: FeatureCache | None) -> np.ndarray:
-        allf = cached_features(cache, m, self.meta)
+        allf = cached_features(cache, m, self.net)
         return np.log(np.maximum(select_features(allf, "full", self.family), 1.0))
 
     def _raw(self, m: np.ndarray, cache: FeatureCache | None = None) -> np.ndarray:
@@ -219,14 +218,13 @@ class MLPPredictor(LatencyPredictor):
     min_rows = 10
 
     def __init__(self, hidden: int = 64, layers: int = 2, epochs: int = 500, weight_decay: float = 1e-3,
-                 seeds: int = 3, *, width_mult: float = 1.0, n_classes: int = 1000,
-                 family: str = DEFAULT_FAMILY) -> None:
-        super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
+                 seeds: int = 3, *, net: NetworkSpec) -> None:
+        super().__init__(net=net)
         if hidden < 1 or layers < 1 or epochs < 1 or seeds < 1:
             raise InputError("MLP hidden, layers, epochs and seeds must be positive")
         self.hidden, self.layers, self.epochs = int(hidden), int(layers), int(epochs)
         self.weight_decay, self.seeds = float(weight_decay), int(seeds)
-        self.inputs = InputScaler(width_mult, n_classes, family)
+        self.inputs = InputScaler(net)
         self.models: list[Weights] = []
         self.t_center, self.t_scale = 0.0, 1.0
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping
 
+from hwnas.families import NetworkSpec
 from hwnas.latency.base import LatencyPredictor
 
 __all__ = ["runtime_priors", "prior_document"]
@@ -39,16 +40,14 @@ def prior_document(pred: LatencyPredictor, name: str) -> dict[str, Any]:
     return doc
 
 
-def _load(doc: Mapping[str, Any], width_mult: float, n_classes: int) -> LatencyPredictor:
+def _load(doc: Mapping[str, Any], net: NetworkSpec) -> LatencyPredictor:
     pred = LatencyPredictor.from_dict(copy.deepcopy(dict(doc)), {})
-    pred.meta.width_mult, pred.meta.n_classes = float(width_mult), int(n_classes)  # retarget
+    pred.meta.width_mult, pred.meta.n_classes = net.width_mult, net.n_classes  # retarget
     return pred
 
 
-def runtime_priors(family: str, width_mult: float, n_classes: int) -> list[LatencyPredictor]:
-    """The shipped priors of `family` (`Family.latency_priors`), fitted, retargeted to rows of
-    `width_mult` and `n_classes`."""
-    from hwnas.families import get_family
-
-    return [_load(doc, width_mult, n_classes) for doc in get_family(family).latency_priors().values()
-            if doc["meta"]["family"] == family]
+def runtime_priors(net: NetworkSpec) -> list[LatencyPredictor]:
+    """The shipped priors of `net`'s family (`Family.latency_priors`), fitted, retargeted to its
+    width and classes."""
+    return [_load(doc, net) for doc in net.get_family().latency_priors().values()
+            if doc["meta"]["family"] == net.family]

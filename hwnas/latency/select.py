@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from hwnas.errors import InputError
-from hwnas.families import DEFAULT_FAMILY
+from hwnas.families import NetworkSpec
 from hwnas.latency.base import ArchLike, LatencyPredictor, candidate_classes, check_targets, predictor_kinds
 from hwnas.latency.lut import LookupTablePredictor
 from hwnas.latency.metrics import summary
@@ -39,11 +39,10 @@ def candidate_kinds() -> tuple[str, ...]:
     return tuple(c.kind for c in candidate_classes())
 
 
-def default_candidates(n_rows: int, *, kinds: Iterable[str] | None = None, width_mult: float = 1.0,
-                       n_classes: int = 1000, base: LatencyPredictor | None = None,
-                       entries_lut: LookupTablePredictor | None = None, family: str = DEFAULT_FAMILY,
+def default_candidates(n_rows: int, *, net: NetworkSpec, kinds: Iterable[str] | None = None,
+                       base: LatencyPredictor | None = None, entries_lut: LookupTablePredictor | None = None,
                        priors: Sequence[LatencyPredictor] = ()) -> list[LatencyPredictor]:
-    """Unfitted candidates for `n_rows` training rows, most prior-bound and simplest first.
+    """Unfitted candidates for `n_rows` training rows of `net`, most prior-bound and simplest first.
 
     `kinds` restricts the kinds (default: all that suit n_rows); `base` (a fitted predictor of
     another device) adds few-shot transfer; `priors` (fitted runtime priors,
@@ -57,10 +56,9 @@ def default_candidates(n_rows: int, *, kinds: Iterable[str] | None = None, width
     out: list[LatencyPredictor] = []
     for cls in candidate_classes():  # every registered kind proposes its own grid
         if cls.kind in wanted:
-            out += cls.candidates(n_rows, auto=kinds is None, base=base, entries_lut=entries_lut,
-                                  width_mult=width_mult, n_classes=n_classes, family=family)
+            out += cls.candidates(n_rows, auto=kinds is None, base=base, entries_lut=entries_lut, net=net)
         if cls.kind == "transfer" and cls.kind in wanted:  # right after --base's: the next most bound
-            out += prior_candidates(priors, width_mult=width_mult, n_classes=n_classes, family=family)
+            out += prior_candidates(priors, net)
     if not out:
         raise InputError(f"no candidate predictor of kind(s) {', '.join(sorted(wanted))} for "
                          f"{n_rows} rows" + ("; transfer needs a source predictor (--base)"
@@ -68,14 +66,13 @@ def default_candidates(n_rows: int, *, kinds: Iterable[str] | None = None, width
     return out
 
 
-def prior_candidates(priors: Sequence[LatencyPredictor], *, width_mult: float, n_classes: int,
-                     family: str) -> list[LatencyPredictor]:
-    """Few-shot transfer from each runtime prior of `family`: a rescale, and a rescale with the
-    compact cost corrections (their strength chosen by leave-one-out)."""
+def prior_candidates(priors: Sequence[LatencyPredictor], net: NetworkSpec) -> list[LatencyPredictor]:
+    """Few-shot transfer from each runtime prior of `net`'s family: a rescale, and a rescale with
+    the compact cost corrections (their strength chosen by leave-one-out)."""
     from hwnas.latency.transfer import TransferPredictor  # transfer imports analytic, not select
 
-    return [TransferPredictor(p, features, width_mult=width_mult, n_classes=n_classes, family=family)
-            for p in priors if p.meta.family == family for features in ("none", "compact")]
+    return [TransferPredictor(p, features, net=net)
+            for p in priors if p.meta.family == net.family for features in ("none", "compact")]
 
 
 def default_folds(n: int) -> int:
@@ -163,28 +160,29 @@ def _within_one_se(mine: np.ndarray, best: np.ndarray) -> bool:
     return bool(d.mean() <= d.std(ddof=1) / np.sqrt(len(d)) + 1e-15)
 
 
-def fit_best(archs: ArchLike, ms: Any, *, kinds: Iterable[str] | None = None, width_mult: float = 1.0,
-             n_classes: int = 1000, base: LatencyPredictor | None = None,
-             entries_lut: LookupTablePredictor | None = None, candidates: Sequence[LatencyPredictor] | None = None,
-             folds: int | None = None, seed: int = 0, device: str = "", target: str = "ms",
-             family: str = DEFAULT_FAMILY, priors: Sequence[LatencyPredictor] | None = None,
+def fit_best(archs: ArchLike, ms: Any, *, net: NetworkSpec | None = None, kinds: Iterable[str] | None = None,
+             base: LatencyPredictor | None = None, entries_lut: LookupTablePredictor | None = None,
+             candidates: Sequence[LatencyPredictor] | None = None, folds: int | None = None, seed: int = 0,
+             device: str = "", target: str = "ms", priors: Sequence[LatencyPredictor] | None = None,
              criterion: str = "one-se") -> tuple[LatencyPredictor, dict[str, Any]]:
-    """Cross-validate the candidates, refit the best on all rows; returns (predictor, report).
+    """Cross-validate the candidates (default: `default_candidates` for `net`, which they then
+    need), refit the best on all rows; returns (predictor, report).
 
-    `priors`: runtime priors to transfer from (default: the shipped ones of `family`,
+    `priors`: runtime priors to transfer from (default: the shipped ones of `net`'s family,
     `hwnas.latency.priors`; ``()``: none). `criterion`: ``one-se`` or ``within-10`` (the module
     docstring).
 
     The report holds every candidate's out-of-fold metrics (``candidates``), the chosen one
     (``chosen``), the criterion and the fold count; it is also stored in ``predictor.meta.cv``."""
     if candidates is None:
-        n = len(archs)
+        if net is None:
+            raise TypeError("fit_best needs the rows' network (net=NetworkSpec(...)) or its candidates")
         if priors is None:
             from hwnas.latency.priors import runtime_priors
 
-            priors = runtime_priors(family, width_mult, n_classes)
-        candidates = default_candidates(n, kinds=kinds, width_mult=width_mult, n_classes=n_classes,
-                                        base=base, entries_lut=entries_lut, family=family, priors=priors)
+            priors = runtime_priors(net)
+        candidates = default_candidates(len(archs), net=net, kinds=kinds, base=base, entries_lut=entries_lut,
+                                        priors=priors)
     losses: list[np.ndarray] = []
     residuals: list[np.ndarray] = []
     rows = cross_validate(candidates, archs, ms, folds, seed, losses, residuals)
@@ -193,8 +191,7 @@ def fit_best(archs: ArchLike, ms: Any, *, kinds: Iterable[str] | None = None, wi
         cand = candidates[row["index"]]
         if criterion == "one-se" and getattr(cand, "from_prior", False):
             if id(cand.base) not in slopes:
-                plain = type(cand)(cand.base, "none", width_mult=cand.meta.width_mult,
-                                   n_classes=cand.meta.n_classes, family=cand.meta.family)
+                plain = type(cand)(cand.base, "none", net=cand.meta.net)
                 slopes[id(cand.base)] = round(plain.fit(archs, ms).slope(), 4)
             row["prior_slope"] = slopes[id(cand.base)]
     pick = choose(rows, np.stack(losses), criterion)

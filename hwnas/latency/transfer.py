@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from hwnas.errors import InputError
-from hwnas.families import DEFAULT_FAMILY
+from hwnas.families import NetworkSpec
 from hwnas.latency._solvers import ridge_fit, ridge_loo_alpha
 from hwnas.latency.analytic import FeatureCache, cached_features, feature_names, select_features
 from hwnas.latency.base import LatencyPredictor, load_nested, nested_state, register
@@ -44,8 +44,9 @@ class TransferPredictor(LatencyPredictor):
     min_rows = 3
 
     def __init__(self, base: LatencyPredictor | None = None, features: str = "compact", *,
-                 width_mult: float = 1.0, n_classes: int = 1000, family: str = DEFAULT_FAMILY) -> None:
-        super().__init__(width_mult=width_mult, n_classes=n_classes, family=family)
+                 net: NetworkSpec) -> None:
+        super().__init__(net=net)
+        family = net.family
         if features != "none":
             feature_names(features, family)
         if base is not None and not base.fitted:
@@ -65,8 +66,7 @@ class TransferPredictor(LatencyPredictor):
         return {"features": self.features}
 
     def clone(self) -> TransferPredictor:
-        return TransferPredictor(self.base, self.features, width_mult=self.meta.width_mult,
-                                 n_classes=self.meta.n_classes, family=self.meta.family)
+        return TransferPredictor(self.base, self.features, net=self.meta.net)
 
     def describe(self) -> str:
         if self.base is None:
@@ -90,7 +90,7 @@ class TransferPredictor(LatencyPredictor):
         z = np.log(np.maximum(self.base._predict_part(m, cache), 1e-9))
         if self.features == "none":
             return z[:, None]
-        allf = cached_features(cache, m, self.meta)
+        allf = cached_features(cache, m, self.meta.net)
         f = np.log(np.maximum(select_features(allf, self.features, self.meta.family), 1.0))
         return np.concatenate([z[:, None], f], axis=1)
 

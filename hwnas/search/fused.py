@@ -129,9 +129,9 @@ def _gathered_cache_class(family: str) -> type:
             super().__init__(m)
             self.cols = cols
 
-        def get_for(self, fam: str, width_mult: float, n_classes: int) -> np.ndarray:
-            got = self.cols.col(("features", float(width_mult), int(n_classes))) if fam == family else None
-            return got if got is not None else super().get_for(fam, width_mult, n_classes)
+        def get_for(self, net) -> np.ndarray:
+            got = self.cols.col(("features", net.width_mult, net.n_classes)) if net.family == family else None
+            return got if got is not None else super().get_for(net)
 
         def tabulated(self, pred) -> np.ndarray | None:
             return self.cols.col(("pred", id(pred)))

@@ -190,11 +190,11 @@ def argmin_row(table: AdditiveTable) -> np.ndarray:
 def feature_table(space, width_mult: float, n_classes: int) -> VectorTable | None:
     """The exact table of `hwnas.latency.analytic.all_features` of `space`'s family over `space`
     (None if not exact, or the family has no slot layout)."""
+    from hwnas.families import NetworkSpec
     from hwnas.latency.analytic import all_features
 
-    family = space.family.name
-    return tabulate_vector(lambda m: all_features(np.asarray(m, dtype=np.int64), width_mult, n_classes,
-                                                  family=family), space)
+    net = NetworkSpec(space.family.name, width_mult, n_classes)
+    return tabulate_vector(lambda m: all_features(np.asarray(m, dtype=np.int64), net), space)
 
 
 @functools.lru_cache(maxsize=16)
@@ -226,8 +226,8 @@ def vectorised_latency(pred, space) -> CostFn:
 
     own = space.family.name
 
-    def tabulated(m: np.ndarray, family: str, width_mult: float, n_classes: int) -> np.ndarray | None:
-        table = feature_table(space, width_mult, n_classes) if family == own else None
+    def tabulated(m: np.ndarray, net) -> np.ndarray | None:
+        table = feature_table(space, net.width_mult, net.n_classes) if net.family == own else None
         return None if table is None else table.predict(m)
 
     def predict(m: np.ndarray) -> np.ndarray:

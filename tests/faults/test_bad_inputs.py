@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from hwnas.families import NetworkSpec
 from hwnas.errors import CheckpointError, HwnasError, TableError
 from hwnas.space import read_arch_table
 
@@ -65,7 +66,7 @@ def predictor(table, tmp_path_factory) -> Path:
     from hwnas.latency.api import fit_from_table
 
     path = tmp_path_factory.mktemp("pred") / "lut.json"
-    fit_from_table(table, "ort_ms", path, kinds=["lut"], n_classes=10)
+    fit_from_table(table, "ort_ms", path, kinds=["lut"], net=NetworkSpec("ofa-mbv3", 1.0, 10))
     assert (path.parent / "lut.npz").is_file()
     return path
 
@@ -107,7 +108,7 @@ def test_the_python_api_uses_the_same_check(table, tmp_path, column, value):
         read_arch_table(bad)
     message = str(err.value)
     with pytest.raises(TableError, match=f"column {column}") as err:
-        fit_from_table(bad, "ort_ms", tmp_path / "p.json", kinds=["lut"])
+        fit_from_table(bad, "ort_ms", tmp_path / "p.json", kinds=["lut"], net=NetworkSpec("ofa-mbv3", 1.0, 10))
     assert str(err.value) == message
     frame = pd.read_csv(bad)
     if (column, value) not in (("ks_0", "9"), ("r", "1000")):  # a custom space may allow those

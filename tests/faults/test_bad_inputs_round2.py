@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from fault_stubs import sigint_at_default
+from hwnas.families import NetworkSpec
 
 DEV = "cpu-ort"
 INTERRUPTED = "interrupted; what was written so far is kept, and the same command resumes"
@@ -61,7 +62,7 @@ def searchable(tiny_supernet, tmp_path_factory) -> Path:
     cfg = open_run(tmp_path_factory.mktemp("searchable") / "run", supernet=tiny_supernet)
     m = accuracy_sample(cfg.space, 200, seed=0)
     macs = cfg.family.count_params_macs(m, cfg.space.width_mult, cfg.n_classes)[1]
-    AnalyticPredictor(features="stage", n_classes=cfg.n_classes).fit(m, macs / 1e6).save(
+    AnalyticPredictor(features="stage", net=NetworkSpec("ofa-mbv3", 1.0, cfg.n_classes)).fit(m, macs / 1e6).save(
         latency_predictor_path(cfg.run_dir, DEV))
     make_accuracy_predictor("ridge", cfg.space, cfg.n_classes, features="full").fit(
         m, 60 + 5 * np.log(macs / macs.min())).save(cfg.run_dir / ACCURACY_PREDICTOR)
@@ -323,7 +324,7 @@ def test_repeated_columns_are_refused_by_latency_predict_and_supernet_stats(caps
 
     m = accuracy_sample(SearchSpace(), 50, seed=0)
     predictor = tmp_path / "p.json"
-    AnalyticPredictor(features="stage").fit(m, m[:, 0] / 10.0).save(predictor)
+    AnalyticPredictor(features="stage", net=NetworkSpec("ofa-mbv3", 1.0, 1000)).fit(m, m[:, 0] / 10.0).save(predictor)
     out = tmp_path / "out.csv"
     for args in (["latency", "predict", "--predictor", str(predictor), "--table", str(two_r_columns),
                   "--out", str(out)],

@@ -40,7 +40,7 @@ class Split:
 @pytest.fixture(scope="session")
 def ort() -> Split:
     """ONNX Runtime CPU, 1 thread, drift-corrected ms: 200 training + 100 held-out subnets."""
-    m, y, _ = read_latency_table(SUBNETS, "ort_ms")
+    m, y, _ = read_latency_table(SUBNETS, "ort_ms", "ofa-mbv3")
     return Split(m, y, N_CLASSES)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from hwnas.families import NetworkSpec
 from hwnas.errors import InputError, TableError
 from hwnas.latency import load_predictor
 from hwnas.latency.api import evaluate_predictor, fit_from_run, fit_from_table, predict_table
@@ -30,7 +31,7 @@ def small_table(tmp_path):
 
 def test_fit_predict_roundtrip(small_table, tmp_path):
     path, df = small_table
-    pred, report = fit_from_table(path, "ort_ms", tmp_path / "p.json", n_classes=10, kinds=["analytic"],
+    pred, report = fit_from_table(path, "ort_ms", tmp_path / "p.json", net=NetworkSpec("ofa-mbv3", 1.0, 10), kinds=["analytic"],
                                   device="cpu-ort")
     loaded = load_predictor(tmp_path / "p.json")
     assert loaded.meta.device == "cpu-ort" and loaded.meta.target == "ort_ms"
@@ -45,11 +46,11 @@ def test_fit_predict_roundtrip(small_table, tmp_path):
 
 def test_fit_with_base_and_entries(small_table, tmp_path):
     path, _ = small_table
-    fit_from_table(path, "ort_ms", tmp_path / "src.json", n_classes=10, kinds=["analytic"])
-    pred, report = fit_from_table(path, "ort_median_ms", tmp_path / "dst.json", n_classes=10,
+    fit_from_table(path, "ort_ms", tmp_path / "src.json", net=NetworkSpec("ofa-mbv3", 1.0, 10), kinds=["analytic"])
+    pred, report = fit_from_table(path, "ort_median_ms", tmp_path / "dst.json", net=NetworkSpec("ofa-mbv3", 1.0, 10),
                                   base=tmp_path / "src.json", kinds=["transfer", "analytic"])
     assert {r["kind"] for r in report["candidates"]} == {"transfer", "analytic"}
-    _, report = fit_from_table(path, "ort_ms", tmp_path / "lut.json", n_classes=10, entries=BLOCKS,
+    _, report = fit_from_table(path, "ort_ms", tmp_path / "lut.json", net=NetworkSpec("ofa-mbv3", 1.0, 10), entries=BLOCKS,
                                kinds=["lut"])
     assert any("entries" in r["name"] for r in report["candidates"])
 
@@ -68,21 +69,22 @@ def test_bad_tables_are_one_line_errors(mutate, pattern, small_table, tmp_path):
     path, df = small_table
     mutate(df).to_csv(path, index=False)
     with pytest.raises(TableError, match=pattern) as err:
-        fit_from_table(path, "ort_ms", tmp_path / "p.json", n_classes=10)
+        fit_from_table(path, "ort_ms", tmp_path / "p.json", net=NetworkSpec("ofa-mbv3", 1.0, 10))
     assert "\n" not in str(err.value)
     assert not (tmp_path / "p.json").exists()
 
 
 def test_missing_files(tmp_path):
     with pytest.raises(TableError, match="does not exist"):
-        fit_from_table(tmp_path / "none.csv", "ms", tmp_path / "p.json")
+        fit_from_table(tmp_path / "none.csv", "ms", tmp_path / "p.json", net=NetworkSpec("ofa-mbv3", 1.0, 10))
     with pytest.raises(InputError, match="does not exist"):
         predict_table(tmp_path / "none.json", SUBNETS, tmp_path / "o.csv")
 
 
 def test_evaluate_learning_curve(tmp_path):
     report = evaluate_predictor(SUBNETS, "ort_ms", kind="analytic", sizes=(10, 20, 50, 500),
-                                repeat_column="ort_ms_repeat", n_classes=10, out_json=tmp_path / "r.json")
+                                repeat_column="ort_ms_repeat", net=NetworkSpec("ofa-mbv3", 1.0, 10),
+                                out_json=tmp_path / "r.json")
     curve = report["learning_curve"]
     assert [row["n_train"] for row in curve] == [10, 20, 50]  # 500 > the 225 training rows
     for row in curve:
@@ -96,9 +98,9 @@ def test_evaluate_learning_curve(tmp_path):
 
 def test_evaluate_a_saved_predictor(small_table, tmp_path):
     path, _ = small_table
-    fit_from_table(path, "ort_ms", tmp_path / "p.json", n_classes=10, kinds=["analytic"])
+    fit_from_table(path, "ort_ms", tmp_path / "p.json", net=NetworkSpec("ofa-mbv3", 1.0, 10), kinds=["analytic"])
     report = evaluate_predictor(SUBNETS, "ort_ms", predictor_json=tmp_path / "p.json", sizes=(),
-                                n_classes=10)
+                                net=NetworkSpec("ofa-mbv3", 1.0, 10))
     assert report["heldout"]["n"] == 300 and report["heldout"]["within_10"] > 0.6
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hwnas.families import NetworkSpec
 from hwnas.errors import InputError
 from hwnas.latency.analytic import AnalyticPredictor
 from hwnas.latency.api import read_latency_table
@@ -26,9 +27,9 @@ def test_pick_uncertain_takes_the_most_uncertain_of_each_latency_bin():
 def test_auto_stops_when_the_cv_error_stops_improving():
     """Replays the measured CPU table: measuring = looking a subnet up (prior: the first 150 rows,
     so the loop never sees a row its prior was fitted on)."""
-    m, y, df = read_latency_table(SUBNETS, "ort_ms")
+    m, y, df = read_latency_table(SUBNETS, "ort_ms", "ofa-mbv3")
     y = 0.5 * (y + df["ort_ms_repeat"].to_numpy())
-    prior = AnalyticPredictor("compact", "log", 1e-3, n_classes=10).fit(m[:150], y[:150])
+    prior = AnalyticPredictor("compact", "log", 1e-3, net=NetworkSpec("ofa-mbv3", 1.0, 10)).fit(m[:150], y[:150])
     prior.meta.notes["prior"] = "first-150"
     space = SearchSpace(r_choices=tuple(range(32, 65, 4)))
     truth = {a.id: v for a, v in zip(space.from_matrix(m[150:]), y[150:])}

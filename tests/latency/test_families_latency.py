@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from hwnas.families import get_family
+from hwnas.families import NetworkSpec, get_family
 from hwnas.families.parts import check_cost_names
 from hwnas.families.space import FamilySpace
 from hwnas.latency import (AnalyticPredictor, HybridPredictor, LookupTablePredictor, MLPPredictor,
@@ -59,7 +59,7 @@ def test_cost_layout_macs_sum_to_the_exact_count(family):
         assert (per_part[~layout.active(rows)] == 0).all()
         assert {p.kind for p in layout.parts} == {"stem", "block", "head"}
         # the analytic gather adds the kernel_split MACs (depthwise/spatial) split by kernel size
-        gathered = family_cost_gather(family, width, 1000).total(rows)
+        gathered = family_cost_gather(NetworkSpec(family, width, 1000)).total(rows)
         assert np.array_equal(gathered[:, len(names):].sum(axis=1), gathered[:, names.index(layout.kernel_split)])
 
 
@@ -69,11 +69,11 @@ def test_every_predictor_kind_fits_saves_and_loads(family, tmp_path):
     w = fam.default_width
     rng = np.random.default_rng(0)
     m = fam.sample_matrix(60, rng, [32, 36, 40])
-    costs = family_cost_gather(family, w, 10).total(m)
+    costs = family_cost_gather(NetworkSpec(family, w, 10)).total(m)
     names = fam.cost_layout(w, 10).cost_names
     macs = costs[:, :names.index("macs_fixed") + 1].sum(axis=1)
     y = 0.1 + macs * 2e-8 + costs[:, names.index("convs")] * 3e-3 + rng.normal(0, 1e-3, len(m))
-    kw = dict(width_mult=w, n_classes=10, family=family)
+    kw = dict(net=NetworkSpec(family, w, 10))
     base = AnalyticPredictor("compact", **kw).fit(m, y)
     preds = [base, AnalyticPredictor("full", "log", **kw).fit(m, y),
              LookupTablePredictor("nnls", 10.0, **kw).fit(m, y),
@@ -137,7 +137,7 @@ def test_blocks_profile_makes_a_lookup_table(family, family_run):
     res = profile(run, ["cpu-ort"], 4, protocol=FAST, blocks=True)
     blocks = read_measurements(run.run_dir, device="cpu-ort", kind="block")
     assert res[0]["measured"] == 4 + len(blocks) and len(blocks) >= 10
-    layout = family_layout(family, space.width_mult, run.n_classes)
+    layout = family_layout(NetworkSpec(family, space.width_mult, run.n_classes))
     entries = [json.loads(b) for b in blocks["block"]]
     assert all(set(e) == set(layout.entry_columns) for e in entries)
     pred, report = fit_from_run(run.run_dir, "cpu-ort", n_classes=run.n_classes, kinds=["lut"], folds=4,
@@ -146,7 +146,7 @@ def test_blocks_profile_makes_a_lookup_table(family, family_run):
     assert "lut(mode=entries)" in names and pred.meta.notes["block_entries"] == len(blocks)
     entries_lut = LookupTablePredictor.from_entries(
         blocks.assign(**{c: [e[c] for e in entries] for c in layout.entry_columns}),
-        width_mult=space.width_mult, n_classes=run.n_classes, ms_column="corrected_ms", family=family)
+        net=NetworkSpec(family, space.width_mult, run.n_classes), ms_column="corrected_ms")
     rows = space.sample_matrix(10, 2)
     sums = entries_lut.predict(rows)
     assert np.isfinite(sums).all() and (sums > 0).all()
@@ -172,4 +172,4 @@ def test_the_mbv3_cost_layout_sums_its_per_block_costs():
                                                     for s in range(20) if s % 4 < row[41 + s // 4])
                 for r, row in zip(m[:, 0], m)]
         assert np.array_equal(PartGather(layout, layout.cost, 8).total(m), np.stack(want))
-        assert family_entry_keys("ofa-mbv3", m, width, 10).equals(entry_keys(m, width))
+        assert family_entry_keys(NetworkSpec("ofa-mbv3", width, 10), m).equals(entry_keys(m, width))

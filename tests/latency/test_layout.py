@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hwnas.families import NetworkSpec
 from hwnas.errors import InputError
 from hwnas.families import family_names, get_family
 from hwnas.latency.analytic import analytic_features
@@ -21,12 +22,12 @@ from hwnas.supernet.stats import stats_frame
 @pytest.mark.parametrize("width_mult", [1.0, 1.2])
 def test_macs_match_the_exact_counter(width_mult):
     m = SearchSpace(width_mult=width_mult).sample_matrix(300, 3)
-    macs = analytic_features(m, width_mult, 1000, "macs")[:, 0]
+    macs = analytic_features(m, NetworkSpec("ofa-mbv3", width_mult, 1000), "macs")[:, 0]
     assert np.array_equal(macs.astype(np.int64), stats_frame(m, width_mult=width_mult)["macs"].to_numpy())
     space = SearchSpace(width_mult=width_mult)
     for arch in (space.min_arch(), space.max_arch()):
         row = space.to_matrix([arch]).astype(np.int64)
-        assert analytic_features(row, width_mult, 1000, "macs")[0, 0] == \
+        assert analytic_features(row, NetworkSpec("ofa-mbv3", width_mult, 1000), "macs")[0, 0] == \
             stats_frame(row, width_mult=width_mult)["macs"].iat[0]
 
 
@@ -65,7 +66,7 @@ def test_a_refused_key_is_an_error_only_for_rows_that_run_it():
 def test_entry_keys_cover_the_subnets_and_build():
     space = SearchSpace(r_choices=(32, 40))
     archs = space.sample(4, 1)
-    keys = family_entry_keys("ofa-mbv3", space.to_matrix(archs).astype(np.int64), 1.0, 10)
+    keys = family_entry_keys(NetworkSpec("ofa-mbv3", 1.0, 10), space.to_matrix(archs).astype(np.int64))
     assert set(keys["part"]) == {"stem", "block", "head"}
     assert set(keys.loc[keys.part == "stem", "size"]) == {a.r for a in archs}
     for arch in archs:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hwnas.families import NetworkSpec
 from hwnas.errors import InputError
 from hwnas.latency import AnalyticPredictor, TransferPredictor, default_candidates, fit_best, load_predictor
 from hwnas.latency.metrics import rmse_log
@@ -46,17 +47,17 @@ def test_a_transfer_missing_many_more_rows_is_not_kept_for_its_squared_error():
 
 
 def test_shipped_prior_is_retargeted_and_joins_the_candidates():
-    (prior,) = runtime_priors("ofa-mbv3", 1.2, 1000)
+    (prior,) = runtime_priors(NetworkSpec("ofa-mbv3", 1.2, 1000))
     assert prior.meta.n_classes == 1000 and prior.meta.width_mult == 1.2 and prior.meta.notes["prior"] == "cpu-ort"
-    assert runtime_priors("ofa-resnet50", 1.0, 1000) == []
-    names = [c.describe() for c in default_candidates(20, priors=[prior])]
+    assert runtime_priors(NetworkSpec("ofa-resnet50", 1.0, 1000)) == []
+    names = [c.describe() for c in default_candidates(20, net=NetworkSpec("ofa-mbv3", 1.2, 1000), priors=[prior])]
     assert names[:2] == ["transfer(prior cpu-ort, features=none)", "transfer(prior cpu-ort, features=compact)"]
-    assert not any("prior" in c.describe() for c in default_candidates(20, kinds=["analytic"], priors=[prior]))
+    assert not any("prior" in c.describe() for c in default_candidates(20, net=NetworkSpec("ofa-mbv3", 1.2, 1000), kinds=["analytic"], priors=[prior]))
 
 
 def test_prior_document_round_trips_the_shipped_one(ort):
     m, y = ort.train
-    fitted = AnalyticPredictor("compact", "log", 1e-3, n_classes=ort.n_classes).fit(m[:50], y[:50])
+    fitted = AnalyticPredictor("compact", "log", 1e-3, net=NetworkSpec("ofa-mbv3", 1.0, ort.n_classes)).fit(m[:50], y[:50])
     doc = prior_document(fitted, "mine")
     assert doc["meta"]["notes"]["prior"] == "mine" and doc["kind"] == "analytic"
     assert set(doc) == set(get_family(DEFAULT_FAMILY).latency_priors()["cpu-ort"])
@@ -66,14 +67,14 @@ def test_few_rows_with_a_prior_beat_todays_choice_and_save(ort, tmp_path):
     """Cross-fitted: the prior sees the first 150 rows, the fits 15 of the others, scored on the
     100 held-out rows (the shipped prior saw every row, so it is not used here)."""
     m, y = ort.m, ort.y
-    prior = AnalyticPredictor("compact", "log", 1e-3, n_classes=ort.n_classes).fit(m[:150], y[:150])
+    prior = AnalyticPredictor("compact", "log", 1e-3, net=NetworkSpec("ofa-mbv3", 1.0, ort.n_classes)).fit(m[:150], y[:150])
     prior.meta.notes["prior"] = "cpu-first-150"
     new_err, old_err = [], []
     for s in range(3):
         tr = 150 + np.random.default_rng(s).permutation(50)[:15]
         te = np.arange(200, 300)
-        new, report = fit_best(m[tr], y[tr], n_classes=ort.n_classes, priors=[prior], seed=s)
-        old, _ = fit_best(m[tr], y[tr], n_classes=ort.n_classes, priors=(), criterion="within-10", seed=s)
+        new, report = fit_best(m[tr], y[tr], net=NetworkSpec("ofa-mbv3", 1.0, ort.n_classes), priors=[prior], seed=s)
+        old, _ = fit_best(m[tr], y[tr], net=NetworkSpec("ofa-mbv3", 1.0, ort.n_classes), priors=(), criterion="within-10", seed=s)
         new_err.append(rmse_log(new.predict(m[te]), y[te]))
         old_err.append(rmse_log(old.predict(m[te]), y[te]))
     assert np.median(new_err) < np.median(old_err)
@@ -88,7 +89,7 @@ def test_eval_reports_both_baselines(ort):
     from hwnas.space import FLAT_COLUMNS
 
     df = pd.DataFrame(ort.m[:120], columns=FLAT_COLUMNS).assign(ms=ort.y[:120])
-    report = evaluate_predictor(df, "ms", sizes=[10], n_classes=ort.n_classes)
+    report = evaluate_predictor(df, "ms", sizes=[10], net=NetworkSpec("ofa-mbv3", 1.0, ort.n_classes))
     (row,) = report["learning_curve"]
     assert set(row["flops_baseline"]) >= {"within_5", "within_10", "kendall_tau"}
     assert set(row["today_baseline"]) >= {"within_5", "within_10", "kendall_tau"}

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hwnas.families import NetworkSpec
 from hwnas.errors import CheckpointError, InputError, TableError
 from hwnas.latency import (AnalyticPredictor, HybridPredictor, LookupTablePredictor, MLPPredictor,
                            TransferPredictor, load_predictor)
@@ -20,7 +21,7 @@ KINDS = ["analytic", "analytic-log", "lut-nnls", "lut-entries", "mlp", "hybrid",
 
 
 def _make(kind: str, ort, blocks):
-    kw = dict(n_classes=ort.n_classes)
+    kw = dict(net=NetworkSpec("ofa-mbv3", 1.0, ort.n_classes))
     if kind == "analytic":
         return AnalyticPredictor("stage", "linear", 1e-3, **kw)
     if kind == "analytic-log":
@@ -47,7 +48,7 @@ def fitted(ort, blocks):
 
 @pytest.fixture(scope="module")
 def flops(ort):
-    return AnalyticPredictor("macs", "linear", 0.0, n_classes=ort.n_classes).fit(*ort.train)
+    return AnalyticPredictor("macs", "linear", 0.0, net=NetworkSpec("ofa-mbv3", 1.0, ort.n_classes)).fit(*ort.train)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -100,42 +101,42 @@ def test_arch_lists_and_matrices_agree(fitted, ort):
 
 def test_user_mistakes_are_one_line_errors(fitted, ort):
     with pytest.raises(InputError, match="not fitted"):
-        AnalyticPredictor().predict(ort.test[0])
+        AnalyticPredictor(net=NetworkSpec("ofa-mbv3", 1.0, 1000)).predict(ort.test[0])
     with pytest.raises(InputError, match="positive"):
-        AnalyticPredictor().fit(ort.train[0][:5], [1.0, 2.0, -1.0, 1.0, 1.0])
+        AnalyticPredictor(net=NetworkSpec("ofa-mbv3", 1.0, 1000)).fit(ort.train[0][:5], [1.0, 2.0, -1.0, 1.0, 1.0])
     with pytest.raises(InputError, match="5 archs but 4"):
-        AnalyticPredictor().fit(ort.train[0][:5], [1.0] * 4)
+        AnalyticPredictor(net=NetworkSpec("ofa-mbv3", 1.0, 1000)).fit(ort.train[0][:5], [1.0] * 4)
     wide = Arch.from_row(ort.test[0][0].tolist(), w=1.2)
     with pytest.raises(InputError, match="width"):
         fitted["analytic"].predict([wide])
     with pytest.raises(InputError, match="unknown feature set"):
-        AnalyticPredictor("flops")
+        AnalyticPredictor("flops", net=NetworkSpec("ofa-mbv3", 1.0, 1000))
     with pytest.raises(InputError, match="fitted source"):
-        TransferPredictor(AnalyticPredictor())
+        TransferPredictor(AnalyticPredictor(net=NetworkSpec("ofa-mbv3", 1.0, 1000)), net=NetworkSpec("ofa-mbv3", 1.0, 1000))
 
 
 def test_lookup_table_entries(blocks, ort):
-    lut = LookupTablePredictor.from_entries(blocks, n_classes=ort.n_classes)
+    lut = LookupTablePredictor.from_entries(blocks, net=NetworkSpec("ofa-mbv3", 1.0, ort.n_classes))
     m, y = ort.test
     raw = lut.predict(m)  # the plain sum of per-part measurements, uncalibrated
     assert within(raw, y, 0.10) > 0.7 and kendall_tau(raw, y) > 0.7
     # a block type that was never profiled is named in the error
     no_k7 = blocks[~((blocks.part == "block") & (blocks.k == 7) & (blocks.stage == 2))]
     with pytest.raises(InputError, match="stage=2 .*k=7"):
-        LookupTablePredictor.from_entries(no_k7, n_classes=10).predict(
+        LookupTablePredictor.from_entries(no_k7, net=NetworkSpec("ofa-mbv3", 1.0, 10)).predict(
             SearchSpace(ks_choices=(7,), r_choices=(32,)).sample_matrix(3, 0))
     # sizes that were not profiled are interpolated per block type
     sparse = blocks[(blocks.part != "block") | (blocks["size"] % 2 == 0)]
-    close = LookupTablePredictor.from_entries(sparse, n_classes=10).predict(m)
+    close = LookupTablePredictor.from_entries(sparse, net=NetworkSpec("ofa-mbv3", 1.0, 10)).predict(m)
     assert np.median(np.abs(close / raw - 1)) < 0.05
     bad = blocks.copy()
     bad.loc[3, "ms"] = -1
     with pytest.raises(TableError, match="row 4, column ms"):
-        LookupTablePredictor.from_entries(bad)
+        LookupTablePredictor.from_entries(bad, net=NetworkSpec("ofa-mbv3", 1.0, 1000))
     with pytest.raises(TableError, match="in_ch.*width"):
-        LookupTablePredictor.from_entries(blocks, width_mult=1.2)
+        LookupTablePredictor.from_entries(blocks, net=NetworkSpec("ofa-mbv3", 1.2, 1000))
     with pytest.raises(InputError, match="from_entries"):
-        LookupTablePredictor(mode="entries").fit(*ort.train)
+        LookupTablePredictor(mode="entries", net=NetworkSpec("ofa-mbv3", 1.0, 1000)).fit(*ort.train)
 
 
 def test_corrupt_or_foreign_files_are_checkpoint_errors(fitted, tmp_path):

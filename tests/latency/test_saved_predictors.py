@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hwnas.families import NetworkSpec
 from hwnas.latency import AnalyticPredictor, HybridPredictor, LookupTablePredictor, load_predictor
 from hwnas.latency.encoding import GeneEncoder, encoder_from_dict
 
@@ -30,7 +31,7 @@ def test_saved_predictors_predict_as_they_did(path, expected):
 
 @pytest.mark.parametrize("name", ["lut-nnls", "lut-entries", "analytic-log", "hybrid"])
 def test_refits_of_the_first_family_give_the_saved_models(name, ort, blocks, expected):
-    kw = dict(n_classes=ort.n_classes)
+    kw = dict(net=NetworkSpec("ofa-mbv3", 1.0, ort.n_classes))
     pred = {"lut-nnls": lambda: LookupTablePredictor("nnls", 10.0, **kw),
             "lut-entries": lambda: LookupTablePredictor.from_entries(blocks, **kw).clone(),
             "analytic-log": lambda: AnalyticPredictor("full", "log", 1e-2, **kw),

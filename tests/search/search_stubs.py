@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hwnas.families import NetworkSpec
 from hwnas.space import SearchSpace
 
 N_CLASSES = 10
@@ -85,7 +86,7 @@ def fit_stub_predictors(run, device: str):
     from hwnas.search.problem import latency_predictor_path
 
     m = accuracy_sample(run.space, 200, seed=0)
-    lat = AnalyticPredictor(features="stage", n_classes=N_CLASSES).fit(m, MacsLatency().predict(m))
+    lat = AnalyticPredictor(features="stage", net=NetworkSpec("ofa-mbv3", 1.0, N_CLASSES)).fit(m, MacsLatency().predict(m))
     lat.save(latency_predictor_path(run.run_dir, device))
     acc = make_accuracy_predictor("ridge", run.space, N_CLASSES, features="full").fit(m, SynthAccuracy().predict(m))
     acc.save(run.run_dir / ACCURACY_PREDICTOR)

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from hwnas.families import NetworkSpec
 from hwnas.accuracy import ACCURACY_PREDICTOR, accuracy_sample, make_accuracy_predictor
 from hwnas.accuracy.table import frame_codes
 from hwnas.errors import BudgetError
@@ -31,7 +32,7 @@ def _latency_predictor(run, m: np.ndarray):
     from hwnas.latency import AnalyticPredictor
     from hwnas.search.problem import load_latency_predictor
 
-    pred = AnalyticPredictor("compact", width_mult=run.space.width_mult, n_classes=10, family=run.family.name)
+    pred = AnalyticPredictor("compact", net=NetworkSpec(run.family.name, run.space.width_mult, 10))
     pred.fit(m, FamilyMacsLatency(run.space).predict(m)).save(latency_predictor_path(run.run_dir, DEV))
     return load_latency_predictor(run.run_dir, DEV, run.space.width_mult)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hwnas.families import NetworkSpec
 from hwnas.latency import AnalyticPredictor, HybridPredictor, LookupTablePredictor, MLPPredictor
 from hwnas.latency.analytic import all_features
 from hwnas.latency.api import read_latency_table
@@ -19,12 +20,12 @@ from hwnas.search.tabulate import feature_table, tabulate_vector
 from hwnas.space import SearchSpace
 
 CSV = Path(__file__).resolve().parents[1] / "latency" / "data" / "ofa_cpu_subnets.csv"
-KW = dict(width_mult=1.0, n_classes=10)
+KW = dict(net=NetworkSpec("ofa-mbv3", 1.0, 10))
 
 
 @pytest.fixture(scope="module")
 def table():
-    m, y, _ = read_latency_table(CSV, "ort_ms")
+    m, y, _ = read_latency_table(CSV, "ort_ms", "ofa-mbv3")
     m, y = m[:120], y[:120]  # enough for every kind, quick to fit
     space = SearchSpace(r_choices=tuple(sorted({int(r) for r in m[:, 0]})))
     return m, y, space
@@ -82,8 +83,8 @@ def test_feature_table_is_bit_exact_and_refuses_inexact_models(table):
     t = feature_table(space, 1.0, 10)
     assert t is not None
     rows = sample_mixed(space, 1000, np.random.default_rng(1))
-    assert np.array_equal(t.predict(rows), all_features(rows.astype(np.int64), 1.0, 10))
-    assert tabulate_vector(lambda r: np.sqrt(all_features(r.astype(np.int64), 1.0, 10)), space) is None
+    assert np.array_equal(t.predict(rows), all_features(rows.astype(np.int64), NetworkSpec("ofa-mbv3", 1.0, 10)))
+    assert tabulate_vector(lambda r: np.sqrt(all_features(r.astype(np.int64), NetworkSpec("ofa-mbv3", 1.0, 10))), space) is None
 
 
 def test_unknown_predictors_are_called_directly(table):
@@ -112,7 +113,7 @@ def _family_space(family):
 
 
 def _family_kinds(family: str, width: float):
-    kw = dict(width_mult=width, n_classes=10, family=family)
+    kw = dict(net=NetworkSpec(family, width, 10))
     return {
         "analytic-linear": (lambda: AnalyticPredictor("stage", "linear", 1e-4, **kw), "table"),
         "analytic-log": (lambda: AnalyticPredictor("roofline", "log", 1e-3, **kw), "vectorised"),

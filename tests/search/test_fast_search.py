@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hwnas.families import NetworkSpec
 from hwnas.accuracy.predictors import RidgePredictor
 from hwnas.latency import AnalyticPredictor, HybridPredictor
 from hwnas.search.operators import breed, crossover, mutate, sample_mixed
@@ -20,7 +21,7 @@ def used_mask(m: np.ndarray) -> np.ndarray:
     """bool [n, 20]: the slots each OFA-MobileNetV3 row uses."""
     return SearchSpace.active_mask(m)[:, :N_SLOTS]
 
-KW = dict(width_mult=1.0, n_classes=10)
+KW = dict(net=NetworkSpec("ofa-mbv3", 1.0, 10))
 
 
 def _in_space(space: SearchSpace, m: np.ndarray) -> None:
@@ -64,7 +65,7 @@ def fitted(small_space):
     m = sample_mixed(small_space, 160, rng)
     from hwnas.latency.analytic import all_features
 
-    base = all_features(m.astype(np.int64), 1.0, 10)[:, 0]
+    base = all_features(m.astype(np.int64), NetworkSpec("ofa-mbv3", 1.0, 10))[:, 0]
     ms = 0.2 + base / base.mean() * (1 + 0.1 * (m[:, KS] == 7).mean(1)) + rng.normal(0, 0.01, len(m))
     top1 = 60 + 3 * np.log(ms) + rng.normal(0, 0.3, len(m))
     return m, ms, top1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hwnas.families import NetworkSpec
 from hwnas.accuracy.predictors import RidgePredictor
 from hwnas.latency import HybridPredictor
 from hwnas.search.evolution import EvolutionSettings, evolution_search
@@ -77,7 +78,7 @@ def _problems(space, budget_quantile: float, features: str):
     rng = np.random.default_rng(0)
     m = sample_mixed(space, 160, rng)
     fam = space.family
-    kw = dict(width_mult=space.width_mult, n_classes=10, family=fam.name)
+    kw = dict(net=NetworkSpec(fam.name, space.width_mult, 10))
     macs = fam.count_params_macs(np.asarray(m, np.int64), space.width_mult, 10)[1].astype(float)
     ms = 0.2 + macs / macs.mean() * (1 + 0.1 * (m[:, 1] == m[:, 1].max())) + rng.normal(0, 0.01, len(m))
     top1 = 60 + 3 * np.log(ms) + rng.normal(0, 0.3, len(m))

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from hwnas.families import NetworkSpec
 from hwnas.search.risk import latency_bound
 
 
@@ -38,7 +39,7 @@ def test_a_fitted_predictor_records_its_out_of_fold_residuals():
     from hwnas.supernet.stats import count_params_macs
 
     ms = np.array([count_params_macs(a, 10)[1] / 1e7 for a in archs]) * np.random.default_rng(1).lognormal(0, 0.05, 30)
-    pred, report = fit_best(archs, ms, kinds=["analytic"], n_classes=10, priors=())
+    pred, report = fit_best(archs, ms, kinds=["analytic"], net=NetworkSpec("ofa-mbv3", 1.0, 10), priors=())
     r = report["oof_log_ratios"]
     assert len(r) == 30 and r == sorted(r) and pred.meta.cv["oof_log_ratios"] == r
 

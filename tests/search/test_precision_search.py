@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from runtime_helpers import openvino_or_skip
 
+from hwnas.families import NetworkSpec
 from hwnas.accuracy import ACCURACY_PREDICTOR, accuracy_sample, make_accuracy_predictor
 from hwnas.accuracy.int8 import RIDGE_MIN_ROWS, drop_table_path, fit_drop_model
 from hwnas.accuracy.table import values_frame
@@ -58,7 +59,7 @@ def make_run(tiny_supernet, tmp_path, monkeypatch):
         for dev, fn in ((device, lambda ms: ms), (precision_variant(device, "int8"), int8_ms),
                         (f"{device}-bf16", bf16_ms)):
             if fn is not None:
-                lats[dev] = AnalyticPredictor(features="stage", n_classes=10).fit(m, fn(ms))
+                lats[dev] = AnalyticPredictor(features="stage", net=NetworkSpec("ofa-mbv3", 1.0, 10)).fit(m, fn(ms))
                 lats[dev].save(latency_predictor_path(cfg.run_dir, dev))
         acc = make_accuracy_predictor("ridge", cfg.space, 10, features="full").fit(m, SynthAccuracy().predict(m))
         acc.save(cfg.run_dir / ACCURACY_PREDICTOR)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hwnas.families import NetworkSpec
 from hwnas.families import DEFAULT_FAMILY, get_family
 from hwnas.search.operators import sample_mixed
 from hwnas.search.problem import Problem
@@ -58,7 +59,7 @@ def test_real_lookup_table_predictor_is_tabulated_exactly(family):
     rng = np.random.default_rng(0)
     m = sample_mixed(space, 200, rng)
     ms = 0.3 + _macs_of(space)(m) / 2e7 * (1 + 0.05 * rng.standard_normal(len(m)))
-    lut = LookupTablePredictor(n_classes=10, width_mult=space.width_mult, family=family.name).fit(m, ms)
+    lut = LookupTablePredictor(net=NetworkSpec(family.name, space.width_mult, 10)).fit(m, ms)
     problem = Problem(space, lut, {"dev": lut}, {"dev": 10.0}, n_classes=10)
     assert problem.cost_models.tabulated() == {"ms:dev": True}
     check = sample_mixed(space, 500, rng)
