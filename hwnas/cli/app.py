@@ -236,13 +236,30 @@ def check_out_file(out: Optional[Path]) -> None:
                          "be inside that folder)")
 
 
+#: settings whose flag is not ``--setting-name`` (`setting_option`, `name_flag`)
+_FLAGS: dict[str, str] = {}
+
+
+def setting_flag(setting: str) -> str:
+    """The flag that sets a library setting: `main` spells the library's error lines with it."""
+    return _FLAGS.get(setting, "--" + setting.replace("_", "-"))
+
+
+def name_flag(setting: str, flag: str) -> str:
+    """Record that `flag` sets `setting` (for an option not made by `setting_option`); returns it."""
+    _FLAGS[setting] = flag
+    return flag
+
+
 def setting_option(model: type, setting: str, *flags: str) -> Any:
     """The option of a settings model's field (`hwnas.settings`): its default and help are the
     field's, so they are defined once; the library checks the range and `main` spells its error
-    line with the flag (default ``--setting-name``)."""
+    line with the flag (default ``--setting-name``, `setting_flag`)."""
     from hwnas.settings import field_default, field_help
 
-    return typer.Option(field_default(model, setting), *(flags or ("--" + setting.replace("_", "-"),)),
+    if flags:
+        name_flag(setting, flags[0])
+    return typer.Option(field_default(model, setting), *(flags or (setting_flag(setting),)),
                         help=field_help(model, setting))
 
 

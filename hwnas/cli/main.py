@@ -8,8 +8,7 @@ from typing import Optional
 
 import typer
 
-from hwnas.cli.app import Interrupted, app, err_console, state
-from hwnas.cli.search import search_flag
+from hwnas.cli.app import Interrupted, app, err_console, setting_flag, state
 from hwnas.errors import HwnasError, SettingError
 
 
@@ -24,7 +23,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         if state["debug"]:
             raise
         # a library setting's error names it as the library does; here, as the flag that sets it
-        _fail(err.render(search_flag) if isinstance(err, SettingError) else str(err), err.exit_code)
+        _fail(err.render(setting_flag) if isinstance(err, SettingError) else str(err), err.exit_code)
     except typer.Abort:
         _fail("aborted", 130)
     except (KeyboardInterrupt, Interrupted):

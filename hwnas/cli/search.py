@@ -9,7 +9,8 @@ from typing import Optional
 
 import typer
 
-from hwnas.cli.app import DevicesOpt, app, console, err_console, make_table, seed_option, setting_option
+from hwnas.cli.app import (DevicesOpt, app, console, err_console, make_table, name_flag, seed_option,
+                           setting_option)
 from hwnas.errors import InputError
 from hwnas.search.settings import SearchSettings
 from hwnas.settings import field_default, field_help
@@ -23,14 +24,6 @@ def _algo_enum() -> type[Enum]:
 
 
 Algo = _algo_enum()
-_SEARCH_FLAGS = {"n_trials": "--trials", "objectives": "--objective"}  # settings whose flag is not their name
-
-
-def search_flag(setting: str) -> str:
-    """The `hwnas search` flag of a `SearchSettings` field, for the library's error lines."""
-    return _SEARCH_FLAGS.get(setting, "--" + setting.replace("_", "-"))
-
-
 @app.command("search")
 def search_cmd(
     run: Path = typer.Option(..., "--run", help="Run directory (from `hwnas profile`)."),
@@ -48,7 +41,8 @@ def search_cmd(
     generations: Optional[int] = setting_option(SearchSettings, "generations"),
     population: Optional[int] = setting_option(SearchSettings, "population"),
     trials: Optional[int] = setting_option(SearchSettings, "n_trials", "--trials"),
-    objective: list[str] = typer.Option([], "--objective", help=field_help(SearchSettings, "objectives")),
+    objective: list[str] = typer.Option([], name_flag("objectives", "--objective"),
+                                        help=field_help(SearchSettings, "objectives")),
     max_macs: Optional[float] = setting_option(SearchSettings, "max_macs"),
     max_params: Optional[float] = setting_option(SearchSettings, "max_params"),
     max_ram_kb: Optional[float] = setting_option(SearchSettings, "max_ram_kb"),
