@@ -17,7 +17,7 @@ ROOT = Path(hwnas.__file__).resolve().parent
 #: bottom first; a package may import those of lower layers (and itself)
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"errors", "__version__"},
-    {"extras", "progress", "lazy", "distributed", "channels", "fileio", "settings"},
+    {"extras", "progress", "lazy", "distributed", "channels", "fileio", "settings", "crossval"},
     {"families"},
     {"space", "devices"},
     {"supernet"},

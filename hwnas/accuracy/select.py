@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from hwnas.accuracy.predictors import AccuracyPredictor, candidate_classes, make_accuracy_predictor
+from hwnas.crossval import fold_splits
 from hwnas.errors import InputError
 from hwnas.latency.metrics import kendall_tau, rmse
 
@@ -34,16 +35,11 @@ def regression_metrics(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
             "kendall_tau": kendall_tau(pred, true), "n": int(len(err))}
 
 
-def _folds(n: int, k: int, seed: int) -> list[np.ndarray]:
-    return np.array_split(np.random.default_rng(seed).permutation(n), min(k, n))
-
-
 def cross_val_predict(make, m: np.ndarray, y: np.ndarray, *, folds: int = 5, seed: int = 0
                       ) -> tuple[np.ndarray, np.ndarray]:
     """Pooled out-of-fold (prediction, sigma) for the predictor `make()` builds."""
     pred, std = np.empty(len(y)), np.empty(len(y))
-    for test in _folds(len(y), folds, seed):
-        train = np.setdiff1d(np.arange(len(y)), test)
+    for train, test in fold_splits(len(y), folds, seed):  # the latency side's split (hwnas.crossval)
         p = make().fit(m[train], y[train], seed=seed)
         pred[test], std[test] = p.predict_with_std(m[test])
     return pred, std

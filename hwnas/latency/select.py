@@ -18,6 +18,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from hwnas.crossval import fold_splits, within_one_se
 from hwnas.errors import InputError
 from hwnas.families import NetworkSpec
 from hwnas.latency.base import ArchLike, LatencyPredictor, candidate_classes, check_targets, predictor_kinds
@@ -79,11 +80,6 @@ def default_folds(n: int) -> int:
     return n if n <= 30 else 10 if n <= 100 else 5
 
 
-def _folds(n: int, k: int, seed: int) -> list[np.ndarray]:
-    order = np.random.default_rng(seed).permutation(n)
-    return [order[i::k] for i in range(k)]
-
-
 def cross_val_predict(pred: LatencyPredictor, m: np.ndarray, y: np.ndarray, folds: int | None = None,
                       seed: int = 0) -> np.ndarray:
     """Out-of-fold predictions of `pred` (refitted as a clone on each fold's complement)."""
@@ -92,8 +88,7 @@ def cross_val_predict(pred: LatencyPredictor, m: np.ndarray, y: np.ndarray, fold
     if k < 2:
         raise InputError(f"cross-validation needs at least 2 rows, got {n}")
     out = np.empty(n)
-    for test in _folds(n, k, seed):
-        train = np.setdiff1d(np.arange(n), test)
+    for train, test in fold_splits(n, k, seed):
         out[test] = pred.clone().fit(m[train], y[train]).predict(m[test])
     return out
 
@@ -148,16 +143,10 @@ def choose(rows: Sequence[dict[str, Any]], losses: np.ndarray, criterion: str = 
         return winner
     misses = (losses > np.log(1.1) ** 2).astype(float)  # out of +-10%
     for i in keep:  # the prior-bound candidates, most bound first
-        if (rows[i]["kind"] == "transfer" and i != winner and _within_one_se(losses[i], losses[winner])
-                and _within_one_se(misses[i], misses[winner])):
+        if (rows[i]["kind"] == "transfer" and i != winner and within_one_se(losses[i], losses[winner])
+                and within_one_se(misses[i], misses[winner])):
             return i
     return winner
-
-
-def _within_one_se(mine: np.ndarray, best: np.ndarray) -> bool:
-    """Whether per-row errors `mine` are on average within one (paired) standard error of `best`'s."""
-    d = mine - best
-    return bool(d.mean() <= d.std(ddof=1) / np.sqrt(len(d)) + 1e-15)
 
 
 def fit_best(archs: ArchLike, ms: Any, *, net: NetworkSpec | None = None, kinds: Iterable[str] | None = None,
