@@ -47,7 +47,7 @@ def ship(results: Path) -> None:
     """The finished rows, small: what `hwnas.baselines.shipped_baselines` reads."""
     doc = json.loads(results.read_text())
     keep = ("name", "resolution", "epochs", "top1", "n_test", "params")
-    rows = [{k: r[k] for k in keep} for r in doc["rows"]]
+    rows = [{k: r[k] for k in keep} for r in doc["rows"] if r.get("ship", True)]  # "ship": false says why not
     atomic_write_json(SHIPPED, {"dataset": doc["dataset"], "split": "test (the official 10,000 images)",
                                 "train_images": doc["train_images"], "recipe": doc["recipe"],
                                 "made_by": "experiments/train_baselines.py", "rows": rows})

@@ -149,8 +149,8 @@ def describe_ofa_file(state: Mapping[str, torch.Tensor]) -> str:
 
 
 def check_ofa_state_dict(state: Mapping[str, torch.Tensor], width_mult: float,
-                         where: str | os.PathLike[str] = "the checkpoint",
-                         family: str = DEFAULT_FAMILY) -> dict[str, torch.Tensor]:
+                         where: str | os.PathLike[str] = "the checkpoint", *,
+                         family: str) -> dict[str, torch.Tensor]:
     """Check `state` against Once-for-All's `family` network at `width_mult`; return it under
     hwnas's keys (``num_batches_tracked`` filled with 0 where the file has none)."""
     from hwnas.families import get_family
@@ -186,7 +186,7 @@ def check_ofa_state_dict(state: Mapping[str, torch.Tensor], width_mult: float,
 
 # -- importing --------------------------------------------------------------------------------
 def import_ofa_checkpoint(src: str | os.PathLike[str], out_stem: str | os.PathLike[str],
-                          width_mult: float | None = None, family: str = DEFAULT_FAMILY,
+                          width_mult: float | None = None, *, family: str,
                           overwrite: bool = False) -> Path:
     """Read Once-for-All's checkpoint `src` of `family`, check every tensor, and write the hwnas
     checkpoint `out_stem` (safetensors + JSON, ImageNet's 1000 classes and normalisation, OFA's
@@ -209,7 +209,7 @@ def import_ofa_checkpoint(src: str | os.PathLike[str], out_stem: str | os.PathLi
         raise InputError(f"checkpoint {paths.meta} already exists; pick another --out or pass "
                          "--overwrite")
     src = Path(src)
-    state = check_ofa_state_dict(read_ofa_state_dict(src), width_mult, src, family)
+    state = check_ofa_state_dict(read_ofa_state_dict(src), width_mult, src, family=family)
     model = fam.build_supernet(N_CLASSES, width_mult)
     expected = model.state_dict()
     if set(expected) != set(state):  # the family's layout and its network disagree: a bug

@@ -81,7 +81,8 @@ def test_every_stage_runs_on_a_run_of_the_family(family, tmp_path, capsys):
     assert len(table) == 12 and table["top1"].between(0, 100).all()
     assert set(fam.flat_columns()) <= set(table.columns)
 
-    budget = float(subnets["corrected_ms"].max()) * 2
+    # generous: 8 subnets timed 3 times give a wide latency bound when the machine is busy
+    budget = float(subnets["corrected_ms"].max()) * 4
     code, out = cli(capsys, "search", "--run", str(run), "--device", "cpu-ort", "--latency-ms",
                     f"{budget:.3f}", "--population", "16", "--generations", "3", "--top-k", "1",
                     "--accuracy-samples", "12", "--accuracy-checks", "2")

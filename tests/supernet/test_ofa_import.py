@@ -156,7 +156,7 @@ def test_recalibrated_subnets_match_where_outputs_depend_on_the_input(official, 
         r = int(rng.choice(range(128, 161, 4)))
         recalibrate_(net, {"ks": ks, "e": e, "d": d, "r": [r]})
         torch.save({"state_dict": net.state_dict()}, tmp_path / f"ofa_{i}.pth")
-        import_ofa_checkpoint(tmp_path / f"ofa_{i}.pth", tmp_path / f"hwnas_{i}", width_mult=width)
+        import_ofa_checkpoint(tmp_path / f"ofa_{i}.pth", tmp_path / f"hwnas_{i}", width_mult=width, family="ofa-mbv3")
         model, _ = load_supernet(tmp_path / f"hwnas_{i}")
         x = images(2, r)
         with torch.no_grad():
@@ -204,7 +204,7 @@ def test_bare_dataparallel_and_legacy_files_import(official, tmp_path):
                       ("legacy", {"state_dict": state, "epoch": 1})):
         # "legacy": the pre-1.6 (non-zip) format, as files saved in 2019-2020 may be
         torch.save(obj, tmp_path / name, _use_new_zipfile_serialization=name != "legacy")
-        import_ofa_checkpoint(tmp_path / name, tmp_path / f"out_{name}", width_mult=1.0)
+        import_ofa_checkpoint(tmp_path / name, tmp_path / f"out_{name}", width_mult=1.0, family="ofa-mbv3")
         model, _ = load_supernet(tmp_path / f"out_{name}")
         assert torch.equal(model.classifier.linear.weight, state["classifier.linear.weight"])
 
