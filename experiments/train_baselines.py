@@ -63,6 +63,8 @@ def main() -> None:
                     help="the original Fashion-MNIST idx files (apt-get install dataset-fashion-mnist)")
     ap.add_argument("--state", type=Path, default=ROOT.parent / "runs" / "baselines")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (results do not depend on it "
+                    "beyond float summation order; the shipped rows used 1)")
     ap.add_argument("--shard", default="0/1", help="K/N: train every N-th model from the K-th")
     ap.add_argument("--ship", action="store_true", help="only copy the finished rows into "
                     "hwnas/assets/baselines/fashion-mnist.json (what runs on the embedded default use)")
@@ -70,13 +72,13 @@ def main() -> None:
     if args.ship:
         ship(args.out)
         return
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     shard, shards = (int(v) for v in args.shard.split("/"))
     recipe = BaselineRecipe(epochs=args.epochs)
     loaders = build_loaders(DataConfig(name="fashion-mnist", root=args.data_root,
                                        batch_size=recipe.batch_size, seed=0))
     here = {"platform": platform.platform(), "processor": platform.processor(),
-            "python": platform.python_version(), "torch": torch.__version__, "threads": 1}
+            "python": platform.python_version(), "torch": torch.__version__, "threads": args.threads}
 
     def save(row: dict) -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
