@@ -30,8 +30,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["COST_NAMES", "REQUIRED_COSTS", "Part", "CostLayout", "cached_layout", "check_cost_names", "Conv",
-           "conv_cost", "mbconv_convs", "mbconv_cost", "out_size"]
+__all__ = ["COST_NAMES", "REQUIRED_COSTS", "Part", "CostLayout", "block_mac_names", "cached_layout",
+           "check_cost_names", "Conv", "conv_cost", "mbconv_convs", "mbconv_cost", "out_size"]
 
 #: what every family's costs include (the analytic features' common ground): MACs of the parts that
 #: are not blocks, activation and weight bytes (fp32: a constant factor for other precisions), the
@@ -41,10 +41,15 @@ REQUIRED_COSTS: tuple[str, ...] = ("macs_fixed", "act_bytes", "weight_bytes", "c
 COST_NAMES: tuple[str, ...] = ("macs_pw", "macs_dw", "macs_se") + REQUIRED_COSTS
 
 
+def block_mac_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The blocks' MAC counts among a layout's `cost_names` (`macs_<op>`; not `macs_fixed`)."""
+    return tuple(n for n in names if n.startswith("macs_") and n != "macs_fixed")
+
+
 def check_cost_names(names: tuple[str, ...], kernel_split: str | None) -> str | None:
-    """What is wrong with a layout's cost vocabulary, or None: the block MACs (`macs_*` names) come
-    first, then `REQUIRED_COSTS` in order; `kernel_split` is one of the block MACs."""
-    macs = [n for n in names if n.startswith("macs_") and n != "macs_fixed"]
+    """What is wrong with a layout's cost vocabulary, or None: the block MACs (`block_mac_names`)
+    come first, then `REQUIRED_COSTS` in order; `kernel_split` is one of the block MACs."""
+    macs = list(block_mac_names(names))
     if not macs or tuple(names) != tuple(macs) + REQUIRED_COSTS:
         return (f"cost_names {tuple(names)} must be the blocks' MAC counts (macs_<operator>, at least one) "
                 f"followed by {', '.join(REQUIRED_COSTS)}")

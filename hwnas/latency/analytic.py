@@ -27,6 +27,7 @@ import numpy as np
 
 from hwnas.errors import InputError
 from hwnas.families import NetworkSpec, get_family
+from hwnas.families.parts import block_mac_names
 from hwnas.latency._solvers import nnls_relative, ridge_fit
 from hwnas.latency.base import LatencyPredictor, register
 from hwnas.latency.layout import cost_kernels, family_cost_gather
@@ -55,7 +56,7 @@ class _Vocabulary(NamedTuple):
 def _vocabulary(family: str) -> _Vocabulary:
     layout = get_family(family).cost_layout(None, 1000)  # names do not depend on the width or classes
     costs = tuple(layout.cost_names)
-    block_macs = tuple(n for n in costs if n.startswith("macs_") and n != "macs_fixed")
+    block_macs = block_mac_names(costs)
     kernels = cost_kernels(layout)
     split = tuple(f"{layout.kernel_split}_k{k}" for k in kernels)
     return _Vocabulary(costs, block_macs, layout.kernel_split if kernels else None, split, int(layout.n_stages))

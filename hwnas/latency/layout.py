@@ -22,7 +22,7 @@ from hwnas.families.spec import NetworkSpec
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["COST_NAMES", "ENTRY_COLUMNS", "PartGather", "cost_kernels", "family_layout", "family_cost_gather",
+__all__ = ["COST_NAMES", "ENTRY_COLUMNS", "PartGather", "cost_kernels", "family_cost_gather",
            "family_entry_keys"]
 
 #: the lookup-table entry columns of most families (a layout's `entry_columns`)
@@ -30,11 +30,6 @@ ENTRY_COLUMNS: tuple[str, ...] = CostLayout.entry_columns
 
 _MAX_SPAN = 1 << 12  # widest value range a key column is ranked by a dense table (else by sorting)
 _MAX_TABLES = 1024  # memoised table sets per gather (bounds the memory of odd callers)
-
-
-def family_layout(net: NetworkSpec) -> CostLayout:
-    """The `hwnas.families.parts.CostLayout` of `net`'s networks."""
-    return net.cost_layout()
 
 
 class _Plan(NamedTuple):
@@ -187,7 +182,7 @@ def family_cost_gather(net: NetworkSpec) -> PartGather:
     MACs again in the column of its kernel (`layout.kernels`; none without a split):
     [len(cost_names) + len(kernels)]. One shared instance per (family, width, classes), so its
     tables are built once per process."""
-    layout = family_layout(net)
+    layout = net.cost_layout()
     kernels = cost_kernels(layout)
     n_costs = len(layout.cost_names)
     split = layout.cost_names.index(layout.kernel_split) if kernels else 0
@@ -215,7 +210,7 @@ def family_entry_keys(net: NetworkSpec, m: np.ndarray) -> "pd.DataFrame":
     """The distinct lookup-table entries (`layout.entry_columns`) the rows `m` of `net` run."""
     import pandas as pd
 
-    layout = family_layout(net)
+    layout = net.cost_layout()
     active = layout.active(m)
     rows: set[tuple] = set()
     for p, part in enumerate(layout.parts):

@@ -24,7 +24,7 @@ from hwnas.families import NetworkSpec
 from hwnas.families.base import OFA_RESOLUTIONS
 from hwnas.latency._solvers import nnls_relative
 from hwnas.latency.base import LatencyPredictor, register
-from hwnas.latency.layout import ENTRY_COLUMNS, PartGather, family_layout
+from hwnas.latency.layout import ENTRY_COLUMNS, PartGather
 
 __all__ = ["LookupTablePredictor", "check_entries"]
 
@@ -83,7 +83,7 @@ def check_entries(df, ms_column: str = "ms", source: str = "entries",
 @functools.lru_cache(maxsize=32)
 def _block_inputs(net: NetworkSpec) -> dict[tuple[int, int], set[int]]:
     """(stage, j) -> the input widths (entry value 3) the layout's blocks there can have."""
-    layout = family_layout(net)
+    layout = net.cost_layout()
     choices = [(OFA_RESOLUTIONS[-1],)] + [tuple(g.to_codes(g.choices)) for g in net.get_family().gene_groups()
                                           for _ in range(g.count)]
     out: dict[tuple[int, int], set[int]] = {}
@@ -153,7 +153,7 @@ class LookupTablePredictor(LatencyPredictor):
         return {"mode": self.mode, "alpha": self.alpha}
 
     def _layout(self):
-        return family_layout(self.meta.net)
+        return self.meta.net.cost_layout()
 
     def describe(self) -> str:
         return "lut(mode=entries)" if self.mode == "entries" else f"lut(mode=nnls, alpha={self.alpha})"

@@ -16,7 +16,7 @@ from hwnas.families.space import FamilySpace
 from hwnas.latency import (AnalyticPredictor, HybridPredictor, LookupTablePredictor, MLPPredictor,
                            TransferPredictor, fit_best, load_predictor)
 from hwnas.latency.api import fit_from_run
-from hwnas.latency.layout import PartGather, family_cost_gather, family_layout
+from hwnas.latency.layout import PartGather, family_cost_gather
 from hwnas.profiling.protocol import ProtocolSettings
 from hwnas.profiling.stage import profile
 from hwnas.profiling.store import read_measurements
@@ -137,7 +137,7 @@ def test_blocks_profile_makes_a_lookup_table(family, family_run):
     res = profile(run, ["cpu-ort"], 4, protocol=FAST, blocks=True)
     blocks = read_measurements(run.run_dir, device="cpu-ort", kind="block")
     assert res[0]["measured"] == 4 + len(blocks) and len(blocks) >= 10
-    layout = family_layout(NetworkSpec(family, space.width_mult, run.n_classes))
+    layout = NetworkSpec(family, space.width_mult, run.n_classes).cost_layout()
     entries = [json.loads(b) for b in blocks["block"]]
     assert all(set(e) == set(layout.entry_columns) for e in entries)
     pred, report = fit_from_run(run.run_dir, "cpu-ort", n_classes=run.n_classes, kinds=["lut"], folds=4,
