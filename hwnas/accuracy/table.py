@@ -40,8 +40,6 @@ def table_columns(space) -> list[str]:
 def frame_codes(space, df, source: str = "table") -> np.ndarray:
     """The int matrix of a table's flat columns (values in the file; codes in the matrix), with
     one-line errors naming row and column for other families."""
-    if space.family.predates_families:  # its tables are read as they always were
-        return df[list(space.flat_columns)].to_numpy(dtype=np.int32)
     return space.family.table_codes(df, source)
 
 
@@ -50,8 +48,6 @@ def values_frame(space, m: np.ndarray):
     import pandas as pd
 
     m = np.asarray(m)
-    if space.family.predates_families:
-        return pd.DataFrame(m, columns=list(space.flat_columns))
     out = pd.DataFrame(m, columns=list(space.flat_columns))
     for g, sl in zip(space.family.gene_groups(), space.family.group_slices().values()):
         if g.by_index:

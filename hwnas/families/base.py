@@ -76,6 +76,9 @@ class Family(ABC):
     #: their number) or "stages" (per depth gene of the `slot_layout`: its value and, per gene
     #: group the slots own, the mean over the slots it runs)
     compact_summary: ClassVar[str] = "groups"
+    #: True when latency tables may hold any network the slots run (depth 1, other kernels), not
+    #: only the space's: `check_model_rows` then checks shapes and depths alone
+    open_latency_rows: ClassVar[bool] = False
 
     def __reduce__(self):
         # a singleton: unpickled (e.g. in a spawned worker) as the registry's instance, not a copy
@@ -217,20 +220,11 @@ class Family(ABC):
                              f"{list(g.choices)}" + (" (as an index)" if g.by_index else ""))
         return m
 
-    @property
-    def predates_families(self) -> bool:
-        """Whether this is the family hwnas began with (`hwnas.families.DEFAULT_FAMILY`, the family
-        of every file written before families): its tables may hold any network its slots run
-        (`check_model_rows`), and its latency models keep the formats they were first fitted in."""
-        from hwnas.families.registry import DEFAULT_FAMILY
-
-        return self.name == DEFAULT_FAMILY
-
     def check_model_rows(self, m: np.ndarray) -> np.ndarray:
-        """`m` as the int64 flat rows latency models read: `check_rows`, then `canonical`. The family
-        that `predates_families` takes any network its slots run, as its tables always could (depth
-        1, other kernels): only the shape, r > 0 and each depth gene within its slots are checked."""
-        if not self.predates_families:
+        """`m` as the int64 flat rows latency models read: `check_rows`, then `canonical`; with
+        `open_latency_rows`, any network the slots run: only the shape, r > 0 and each depth gene
+        within its slots are checked."""
+        if not self.open_latency_rows:
             return self.canonical(self.check_rows(m))
         m = np.asarray(m)
         n_cols, depth, lo, hi = _row_bounds(self)

@@ -7,11 +7,13 @@ A predictor maps subnets to milliseconds on one device: ``fit(archs, ms)``, ``pr
 File format (never pickle): ``PRED.json`` holds the kind, hyperparameters, metadata and every
 small value; arrays go to ``PRED.npz`` beside it (read with ``allow_pickle=False``)::
 
-    {"format": "hwnas-latency-predictor", "version": 1, "kind": "analytic",
+    {"format": "hwnas-latency-predictor", "version": 2, "kind": "analytic",
      "params": {...hyperparameters...}, "meta": {...}, "state": {...}, "arrays": "PRED.npz"}
 
 Predictors that wrap another (hybrid, transfer) nest its ``{"kind", "params", "state"}`` in their
-state and prefix its arrays with ``"<name>/"`` in the same npz.
+state and prefix its arrays with ``"<name>/"`` in the same npz. Version 2 files record every
+layout they were fitted with (a lookup table's part types, an encoder's genes); version 1 files
+still read, their layouts told by what they hold (`READ_VERSIONS`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ __all__ = ["LatencyPredictor", "PredictorMeta", "ArchLike", "register", "predict
            "predictor_kinds", "load_predictor", "family_matrix", "FORMAT", "VERSION"]
 
 FORMAT = "hwnas-latency-predictor"
-VERSION = 1
+VERSION = 2
+#: the versions `load_predictor` reads: 1 left layouts implicit (a nameless family was the first;
+#: its lookup tables and encoders had their own layouts, recognised by their shapes and keys)
+READ_VERSIONS = (1, 2)
 ArchLike = Sequence[Any] | np.ndarray  # archs of the predictor's family, or their flat int rows
 P = TypeVar("P", bound="LatencyPredictor")
 _REGISTRY: dict[str, type[LatencyPredictor]] = {}
@@ -362,7 +367,7 @@ def load_predictor(path: str | Path) -> LatencyPredictor:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not an hwnas latency predictor (no \"format\": "
                               f"\"{FORMAT}\"); write one with `hwnas latency fit`")
-    if doc.get("version") != VERSION:
+    if doc.get("version") not in READ_VERSIONS:
         raise CheckpointError(f"{path} is a version {doc.get('version')} latency predictor; this "
                               f"hwnas reads version {VERSION}; refit it with `hwnas latency fit`")
     arrays = read_npz(path.parent / str(doc["arrays"]), path) if doc.get("arrays") else {}

@@ -2,14 +2,13 @@
 
 Per gene, one-hot over its choices, all zero where the gene does not change the network (so
 configs that build the same network encode the same); then the standardised resolution and its
-square. Two layouts, both read from the family (`Family.gene_groups`, `active_mask`,
-`slot_layout`), so a model never needs a space object at load time:
+square, all read from the family (`Family.gene_groups`, `active_mask`), so a model never needs a
+space object at load time. Models fit today encode *by gene*: the genes in flat-column order over
+every choice of the family, saved as the family's name and the resolution's scale.
 
-- *by gene* (every family but the first): the genes in flat-column order over every choice of the
-  family (`FamilySpace.encode`'s one-hots), saved as the family's name and the resolution's scale;
-- *by slot* (the family that `predates_families`, as its models were first fitted): each slot's
-  genes, slot after slot, then the genes no slot owns (its depths), over the choices the training
-  rows hold; saved as those choices per gene group (``ks``, ``es``, ``ds``) and the scale.
+Predictor files of format version 1 may hold the *by slot* layout OFA-MobileNetV3's first models
+were fitted with (each slot's genes, slot after slot, then the depths, over the choices the training
+rows held; saved as those choices per gene group, ``ks``, ``es``, ``ds``): they still read as saved.
 """
 
 from __future__ import annotations
@@ -63,27 +62,9 @@ class GeneEncoder:
 
     @classmethod
     def from_rows(cls, family: str, m: np.ndarray) -> GeneEncoder:
-        """The family's encoder with r's scale (and, by slot, the choices) of training rows `m`."""
-        from hwnas.families import get_family
-
-        fam = get_family(family)
+        """The family's encoder (by gene) with r's scale of training rows `m`."""
         r = m[:, 0].astype(np.float64)
-        choices = None
-        if fam.predates_families:  # its models keep the encoding they were first fitted with
-            active = fam.active_mask(m)
-            choices = [np.unique(m[:, sl][active[:, sl.start - 1:sl.stop - 1]])
-                       for sl in fam.group_slices().values()]
-        return cls(family, choices, float(r.mean()), float(max(r.std(), 1.0)))
-
-    @classmethod
-    def initial(cls, family: str) -> GeneEncoder:
-        """An unfitted model's encoder: every choice of the family."""
-        from hwnas.families import get_family
-
-        fam = get_family(family)
-        if not fam.predates_families:
-            return cls(family)
-        return cls(family, [g.to_codes(g.choices) for g in fam.gene_groups()])
+        return cls(family, None, float(r.mean()), float(max(r.std(), 1.0)))
 
     def __call__(self, m: np.ndarray) -> np.ndarray:
         m = np.asarray(m)

@@ -47,7 +47,18 @@ class _Types:
 
 
 _TYPES = _Types((0, 1, 2, 3, 4, 5), lumped=False)
-_FIRST_TYPES = _Types((1, 2, 4, 5), lumped=True)  # stage, j, k, e: the first family's tables
+#: stage, j, k, e with stem and head priced by r: the layout of OFA-MobileNetV3's version-1 tables
+_SLOT_TYPES = _Types((1, 2, 4, 5), lumped=True)
+
+
+def _saved_types(state: Mapping[str, Any], type_keys: np.ndarray) -> _Types:
+    """The part types a saved nnls table was fitted with: recorded (version 2), else told by the
+    width of its type keys (version 1)."""
+    saved = state.get("types")
+    if saved is not None:
+        return _Types(tuple(int(v) for v in saved["keep"]), bool(saved["lumped"]))
+    width = type_keys.shape[1] if type_keys.ndim == 2 else len(_TYPES.keep)
+    return _SLOT_TYPES if width == len(_SLOT_TYPES.keep) else _TYPES
 
 
 def check_entries(df, ms_column: str = "ms", source: str = "entries",
@@ -141,7 +152,7 @@ class LookupTablePredictor(LatencyPredictor):
         if mode not in ("nnls", "entries"):
             raise InputError(f"unknown lookup-table mode {mode!r}; use 'nnls' or 'entries'")
         self.mode, self.alpha = mode, float(alpha)
-        self.types = _FIRST_TYPES if net.get_family().predates_families else _TYPES
+        self.types = _TYPES
         self.entries = np.zeros((0, 8))  # entries mode: validated table
         self.calib = np.array([0.0, 1.0])  # entries mode: ms = a + b * sum
         self.type_keys = np.zeros((0, len(self.types.keep)), dtype=np.int64)  # nnls mode: `types.keep`
@@ -308,7 +319,8 @@ class LookupTablePredictor(LatencyPredictor):
     def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         if self.mode == "entries":
             return {"calib": self.calib.tolist()}, {"entries": self.entries}
-        return ({"fixed_cost": self.fixed_cost.tolist()},
+        types = {"keep": list(self.types.keep), "lumped": self.types.lumped}
+        return ({"fixed_cost": self.fixed_cost.tolist(), "types": types},
                 {"type_keys": self.type_keys, "type_cost": self.type_cost})
 
     def _load_state(self, state: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
@@ -317,7 +329,9 @@ class LookupTablePredictor(LatencyPredictor):
             self.entries = np.asarray(arrays["entries"], dtype=np.float64).reshape(-1, 8)
         else:
             self.fixed_cost = np.asarray(state["fixed_cost"], dtype=np.float64).reshape(3)
-            self.type_keys = np.asarray(arrays["type_keys"], dtype=np.int64).reshape(-1, len(self.types.keep))
+            keys = np.asarray(arrays["type_keys"], dtype=np.int64)
+            self.types = _saved_types(state, keys)
+            self.type_keys = keys.reshape(-1, len(self.types.keep))
             self.type_cost = np.asarray(arrays["type_cost"], dtype=np.float64).reshape(-1, 2)
             if len(self.type_keys) != len(self.type_cost):
                 raise ValueError("type_keys and type_cost differ in length")

@@ -150,7 +150,7 @@ class InputScaler:
 
     def __init__(self, net: NetworkSpec) -> None:
         self.net, self.family = net, net.family
-        self.encoder = GeneEncoder.initial(net.family)
+        self.encoder = GeneEncoder(net.family)
         self.center = np.zeros(0)
         self.scale = np.zeros(0)
 

@@ -52,6 +52,7 @@ class OFAMobileNetV3Family(Family):
                      ShrinkPhase("expand", "e", sorts_channels=True))
     any_width = True  # the plan is width-parametric; 1.0 and 1.2 are the published supernets
     compact_summary = "stages"  # its compact accuracy features predate families: per stage
+    open_latency_rows = True  # its measured tables hold smaller networks (depth 1, other kernels)
 
     def gene_groups(self) -> tuple[GeneGroup, ...]:
         return (GeneGroup("ks", N_SLOTS, KS_CHOICES), GeneGroup("e", N_SLOTS, E_CHOICES),
