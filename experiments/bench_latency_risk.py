@@ -1,11 +1,14 @@
 """Budgets that hold when first measured: searches with and without the latency bound.
 
 On a profiled run (e.g. a quickstart's), for each budget (a fraction of the way from the fastest to
-the slowest profiled subnet), seed and latency confidence (0: the point prediction), one search
-with verification on a fresh copy of the run (so no configuration reuses another's measurements):
+the slowest profiled subnet), seed and mode, one search with verification on a fresh copy of the run
+(so no configuration reuses another's measurements). A mode is a latency confidence (0: the point
+prediction) and a verification order (``ties``: candidates the accuracy predictor cannot tell from
+the best measured fastest first, the default; ``best``: best predicted first); by default the point
+prediction, the bound, and the bound measured best first (what the order costs and buys). Per search:
 the share of the first top-k measured that held the budget (`first_try_within_budget`), the
 measurements spent per returned subnet, and the returned subnets' measured top-1 and latency. With
---export, each search under the bound exports its pick as `hwnas export` does and records whether the
+--export, each search in the default mode (bound, ties) exports its pick as `hwnas export` does and records whether the
 export's own measurement agrees with verification's (ratio, and the bundle's budget decision).
 
     .venv/bin/python experiments/bench_latency_risk.py --run runs/quickstart --export              # 5 x 3
@@ -57,22 +60,24 @@ def keep_test_top1(copy: Path, base: Path) -> None:
 
 
 def one(run: Path, device: str, budget: float, seed: int, confidence: float, top_k: int,
-        export: bool = False) -> dict:
+        export: bool = False, ties: bool = True) -> dict:
     with tempfile.TemporaryDirectory(prefix="hwnas-risk-") as tmp:
         copy = Path(tmp) / "run"
         shutil.copytree(run, copy, ignore=shutil.ignore_patterns("exports", "optuna.journal*", ".locks"))
         try:
-            return _one(copy, device, budget, seed, confidence, top_k, export)
+            return _one(copy, device, budget, seed, confidence, top_k, export, ties)
         finally:
             keep_test_top1(copy, run)
 
 
 def _one(copy: Path, device: str, budget: float, seed: int, confidence: float, top_k: int,
-         export: bool) -> dict:
+         export: bool, ties: bool) -> dict:
     res = run_search(copy, SearchSettings(device, budget, pareto=True, top_k=top_k, seed=seed,
-                                          latency_confidence=confidence, baselines=False, plot=False))
+                                          latency_confidence=confidence, ties_fastest_first=ties,
+                                          baselines=False, plot=False))
     m = res.metrics
     best = res.best
+    doc = json.loads((copy / "search.json").read_text())
     agreement = export_agreement(copy, device, best[0]["id"], best[0]["measured_ms"][device]) \
         if export and best else {}
     return {**agreement, "budget_ms": budget, "seed": seed, "confidence": confidence,
@@ -81,13 +86,14 @@ def _one(copy: Path, device: str, budget: float, seed: int, confidence: float, t
             "best_measured_top1": best[0]["measured_top1"] if best else None,
             "best_measured_ms": best[0]["measured_ms"][device] if best else None,
             "returned_over_budget": sum(b["measured_ms"][device] > budget for b in best),
-            "factor": json.loads((copy / "search.json").read_text())["latency_risk"]["by_precision"]["fp32"][device]}
+            "factor": doc["latency_risk"]["by_precision"]["fp32"][device],
+            "tied": doc["acceptance"]["latency"]["order"]["tied"]}
 
 
-def summarise(rows: list[dict], confidences: list[float]) -> dict:
+def summarise(rows: list[dict], modes: list[str]) -> dict:
     summary = {}
-    for c in confidences:
-        mine = [r for r in rows if r["confidence"] == c]
+    for c in modes:
+        mine = [r for r in rows if r["mode"] == c]
         ft = [r["first_try_within_budget"] for r in mine if r["first_try_within_budget"] is not None]
         top1 = [r["best_measured_top1"] for r in mine if r["best_measured_top1"] is not None]
         per = [r["measured_per_returned"] for r in mine if r["measured_per_returned"] is not None]
@@ -112,7 +118,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu-ort")
     ap.add_argument("--fractions", type=float, nargs="+", default=[0.25, 0.35, 0.45, 0.55, 0.7])
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--confidences", type=float, nargs="+", default=[0.0, 0.95])
+    ap.add_argument("--modes", nargs="+", default=["0:ties", "0.95:ties", "0.95:best"],
+                    help="CONFIDENCE:ORDER, ORDER ties (fastest first among predicted ties) or best")
     ap.add_argument("--top-k", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="budgets at 0.25 and 0.4 of the range, one seed")
     ap.add_argument("--export", action="store_true", help="export each pick of a search under the bound and "
@@ -132,17 +139,18 @@ def main() -> None:
     rows = list(done)
     for seed in range(seeds):  # every budget of one seed first: a stopped run still spans the range
         for f in fractions:
-            for c in args.confidences:
-                if any((r["fraction"], r["seed"], r["confidence"]) == (f, seed, c) for r in done):
+            for mode in args.modes:
+                c, order = float(mode.split(":")[0]), mode.split(":")[1]
+                if any((r["fraction"], r["seed"], r["mode"]) == (f, seed, mode) for r in done):
                     continue
                 row = one(base, args.device, round(lo + f * (hi - lo), 3), seed, c, args.top_k,
-                          export=args.export and c > 0)
-                row["fraction"] = f
+                          export=args.export and c > 0 and order == "ties", ties=order == "ties")
+                row["fraction"], row["mode"] = f, mode
                 rows.append(row)
-                print(json.dumps({k: row[k] for k in ("fraction", "seed", "confidence", "first_try_within_budget",
+                print(json.dumps({k: row[k] for k in ("fraction", "seed", "mode", "first_try_within_budget",
                                                       "measured", "returned", "best_measured_top1",
                                                       "best_measured_ms")}), flush=True)
-                summary = summarise(rows, args.confidences)
+                summary = summarise(rows, args.modes)
                 atomic_write_json(out, {
                     "benchmark": "first-measured picks within budget, with and without the latency bound",
                     "command": "python " + " ".join(sys.argv), "run": str(args.run), "device": args.device,

@@ -150,7 +150,7 @@ def check_accuracy_table(run, n: int | None = None) -> int:
 def describe_accuracy_predictor(run, pred: AccuracyPredictor, rows: int) -> str:
     """One line: how many subnets the accuracy predictor stands on, its out-of-fold quality,
     and whether more rows would help."""
-    oof = (pred.meta.get("metrics") or {}).get("oof")
+    oof = pred.out_of_fold
     quality = (f"out-of-fold MAE {oof['mae']:.2f} top-1 points, Kendall tau {oof['kendall_tau']:.2f}"
                if oof else "no out-of-fold report (refit it with `hwnas accuracy fit`)")
     n_train = int(pred.meta.get("n_train", rows))

@@ -91,6 +91,12 @@ class AccuracyPredictor(ABC):
     def name(self) -> str:
         return self.kind
 
+    @property
+    def out_of_fold(self) -> dict[str, Any] | None:
+        """The out-of-fold metrics its selection measured (mae, bias, kendall_tau, ...), if any."""
+        oof = self.meta.get("metrics", {}).get("oof") if isinstance(self.meta.get("metrics"), dict) else None
+        return oof if isinstance(oof, dict) else None
+
     # -- features ---------------------------------------------------------------------------
     def features(self, archs) -> np.ndarray:
         return arch_features(self.space, archs, self.settings.get("features", self.feature_set), self.n_classes)

@@ -51,6 +51,8 @@ def search_cmd(
     accuracy_checks: Optional[int] = setting_option(SearchSettings, "accuracy_checks"),
     latency_margin: float = setting_option(SearchSettings, "latency_margin"),
     latency_confidence: float = setting_option(SearchSettings, "latency_confidence"),
+    ties_fastest_first: bool = setting_option(SearchSettings, "ties_fastest_first",
+                                              "--ties-fastest-first/--best-predicted-first"),
     accuracy_risk: float = setting_option(SearchSettings, "accuracy_risk"),
     plot: bool = setting_option(SearchSettings, "plot", "--plot/--no-plot"),
     precision: str = setting_option(SearchSettings, "precision"),
@@ -78,7 +80,7 @@ def search_cmd(
         max_ram_kb=max_ram_kb, max_flash_kb=max_flash_kb,
         population=population, generations=generations, n_trials=trials, accuracy_samples=accuracy_samples,
         accuracy_checks=accuracy_checks, latency_margin=latency_margin, accuracy_risk=accuracy_risk,
-        latency_confidence=latency_confidence,
+        latency_confidence=latency_confidence, ties_fastest_first=ties_fastest_first,
         plot=plot, precision=precision, int8_samples=int8_samples, baselines=baselines, refit_rounds=refit_rounds)
     finetune = _finetune_settings(finetune_epochs, seed)
     with EventProgress(err_console) as bar:

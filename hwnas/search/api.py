@@ -36,7 +36,7 @@ from hwnas.search.settings import SearchSettings
 from hwnas.search.verify import Measure, Verification, acceptance_rule, device_measure, verify_candidates
 from hwnas.search.risk import latency_bound, typical_rel_se
 from hwnas.latency.trust import trust_warning
-from hwnas.search.ties import order_ties
+from hwnas.search.ties import PREDICTED_TIE_RULE, order_predicted_ties, order_ties
 from hwnas.search.versus import baselines_summary, versus_baselines
 
 __all__ = ["ALGORITHMS", "PRECISIONS", "SearchHooks", "SearchResult", "SearchSettings", "run_search"]
@@ -273,7 +273,13 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
 
         # measured on the device first (seconds a subnet) and evaluated only if it fits: an
         # evaluation on the test split costs minutes on a slow CPU and decides nothing for a
-        # subnet over budget. Those with room for the margin in their prediction go first.
+        # subnet over budget. Those the accuracy predictor cannot tell from the best go fastest
+        # first; then those with room for the margin in their prediction.
+        tie_delta = float((accuracy.out_of_fold or {}).get("mae", 0.0)) if s.ties_fastest_first else 0.0
+        load = {i: max(table.cols[ms_key(d)][i] / b for d, b in budgets.items()) for i in cand}
+        cand, n_tied = order_predicted_ties(cand, table.cols[TOP1], load, tie_delta)
+        predicted_ties = {"rule": PREDICTED_TIE_RULE, "on": s.ties_fastest_first, "delta": round(tie_delta, 4),
+                          "tied": n_tied}
         guarded = [i for i in cand if all(table.cols[ms_key(d)][i] * (1 + margin) <= b
                                           for d, b in budgets.items())]
         kept = set(guarded)
@@ -321,7 +327,8 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
                                                              if prec_of[i] == p)),
                                        "skipped": skipped.get(p)} for p in precs}
     verification = {"latency": {"rule": acceptance_rule(margin), "margin": margin,
-                                "measured": ver.n_measured, "accepted": len(ver.accepted)},
+                                "measured": ver.n_measured, "accepted": len(ver.accepted),
+                                "order": predicted_ties},
                     "accuracy": _accuracy_report(problems, table, prec_of, top1_measured, chosen)} if s.verify else None
     chosen_archs = problem.space.from_matrix(table.m[chosen]) if chosen else []
     keyed = front.set_index(["id", outputs.PRECISION])

@@ -1,6 +1,11 @@
-"""Ties on measured top-1: among the returned subnets, those whose test top-1 the test split cannot
-tell from the best one's; the fastest of them ships first (a faster model at an accuracy nobody can
-distinguish is the better answer), and the summary names the tie.
+"""Ties, measured and predicted: a faster model at an accuracy nobody can distinguish is the better
+answer.
+
+Measured: among the returned subnets, those whose test top-1 the test split cannot tell from the
+best one's; the fastest of them ships first, and the summary names the tie. Predicted: candidates
+whose predicted top-1 is within the accuracy predictor's out-of-fold error of the best are measured
+fastest first, so the first tries are not the ones nearest the budget, where the latency predictor's
+underestimates gather.
 
 Two subnets are tied when their top-1 differ by at most one standard error of the difference,
 ``sqrt(se_a^2 + se_b^2)`` with ``se = 100 * sqrt(p (1 - p) / n)`` on the `n` test images (the
@@ -13,9 +18,11 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-__all__ = ["TIE_RULE", "top1_se", "order_ties"]
+__all__ = ["TIE_RULE", "PREDICTED_TIE_RULE", "top1_se", "order_ties", "order_predicted_ties"]
 
 TIE_RULE = "|top1_best - top1| <= sqrt(se_best^2 + se^2), se = 100 * sqrt(p * (1 - p) / n_test)"
+PREDICTED_TIE_RULE = ("candidates with top1_objective_best - top1_objective <= the accuracy predictor's "
+                      "out-of-fold MAE are measured first, by predicted latency / budget, lowest first")
 
 
 def top1_se(top1: float, n: int) -> float:
@@ -47,3 +54,16 @@ def order_ties(chosen: Sequence[int], top1: Mapping[int, float], ms: Mapping[int
                           f"({math.hypot(se_best, top1_se(top1[fastest], n_test[fastest])):.2f}); "
                           f"the faster one goes first")}
     return [fastest] + [i for i in chosen if i != fastest], record
+
+
+def order_predicted_ties(order: Sequence[int], objective: Mapping[int, float] | Any, load: Mapping[int, float] | Any,
+                         delta: float) -> tuple[list[int], int]:
+    """(`order` with the candidates tied with the best predicted one moved first, lowest `load`
+    (predicted latency over budget) first; how many were tied). `order`: candidates best predicted
+    first; `delta`: the accuracy predictor's out-of-fold MAE (0: no reordering)."""
+    if not order or not delta > 0:
+        return list(order), 0
+    best = max(float(objective[i]) for i in order)
+    tied = [i for i in order if best - float(objective[i]) <= delta]
+    rest = [i for i in order if best - float(objective[i]) > delta]
+    return sorted(tied, key=lambda i: float(load[i])) + rest, len(tied)

@@ -1,4 +1,5 @@
-"""Ties on measured top-1 ship the fastest; a latency predictor poor on held-out subnets is flagged."""
+"""Ties on measured top-1 ship the fastest, predicted ties are measured fastest first; a latency
+predictor poor on held-out subnets is flagged."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hwnas.search.ties import order_ties, top1_se
+from hwnas.search.ties import order_predicted_ties, order_ties, top1_se
 
 
 def test_a_tie_with_the_best_ships_the_faster_subnet():
@@ -27,6 +28,16 @@ def test_no_tie_when_the_best_is_also_the_fastest_or_the_gap_is_real():
     assert order_ties([0, 1], {0: 93.4, 1: 93.3}, {0: 1.0, 1: 1.1}, n, ids) == ([0, 1], None)
     assert order_ties([0, 1], {0: 94.4, 1: 93.3}, {0: 1.2, 1: 1.1}, n, ids) == ([0, 1], None)
     assert order_ties([0, 1], {0: 93.4, 1: 93.3}, {0: 1.2, 1: 1.1}, {}, ids) == ([0, 1], None)  # n unknown
+
+
+def test_predicted_ties_are_measured_fastest_first():
+    """Within the accuracy predictor's out-of-fold MAE of the best, lowest latency / budget first;
+    the rest keep their best-predicted-first order."""
+    objective = np.array([93.72, 93.70, 93.60, 93.40, 93.30])
+    load = {0: 0.99, 1: 0.90, 2: 0.80, 3: 0.60, 4: 0.50}
+    assert order_predicted_ties([0, 1, 2, 3, 4], objective, load, 0.18) == ([2, 1, 0, 3, 4], 3)
+    assert order_predicted_ties([0, 1, 2, 3, 4], objective, load, 0.0) == ([0, 1, 2, 3, 4], 0)
+    assert order_predicted_ties([], objective, load, 0.18) == ([], 0)
 
 
 class _Pred:
