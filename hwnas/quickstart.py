@@ -115,7 +115,7 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
         return export_subnet(run.run_dir, arch_id, s.device)
 
     # the first returned subnet whose bundle holds the budget when export measures it again (by the
-    # search's rule, re-measured before it is condemned); the next accepted one otherwise
+    # search's rule, re-measured paired before it is condemned); the next accepted one otherwise
     for k, best in enumerate(res.best):
         bundle = stage(f"export subnet {best['id']} for {s.device} with verification", lambda: export(best["id"]))
         out.bundle, out.bundle_meta, out.shipped = bundle, read_meta(bundle), k
@@ -123,6 +123,6 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
             break
         out.passed_over.append(best["id"])
         log(f"{best['id']} broke the {budget} ms budget when export measured it again "
-            f"({out.bundle_meta['latency'].get('pooled_ms', 0):.3f} ms, median of three); "
+            f"({out.bundle_meta['latency'].get('decided_by')}); "
             + ("shipping the next accepted subnet" if k + 1 < len(res.best) else "no accepted subnet is left"))
     return out

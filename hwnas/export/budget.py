@@ -4,17 +4,17 @@ The latency a user sees for a searched subnet is its search verification measure
 in search.json, pareto.csv and the summaries). Export measures the compiled artifact again and
 judges that check by the search's own acceptance rule against the search's budget
 (``measured_ms * (1 + margin + 2 * rel_se) <= budget``). When the check breaks the budget, the
-subnet is measured once more in the same session and the decision is taken on the median of the
-three measurements (verification and the two checks, all drift-corrected against the run's
-anchor): one noisy pass neither condemns nor clears it. The bundle records ``within_budget``, the
-rule and every measurement.
+bundle is timed once more, paired: interleaved in one call with the subnet as verification built
+it, beside the same reference. A session's level (a busier machine) moves both alike and cancels
+in their ratio; only a bundle slower than what verification measured (ratio over 1 by more than
+two of its standard errors) is judged again, at verification's number times that ratio. The
+bundle records ``within_budget``, the rule and every measurement.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
-
-import numpy as np
 
 __all__ = ["search_verification", "judge_latency", "bundle_latency"]
 
@@ -40,12 +40,13 @@ def _ucb(ms: float, rel_se: float, margin: float) -> float:
     return ms * (1 + margin + 2 * rel_se)
 
 
-def judge_latency(verified: dict[str, Any] | None, check: Any, remeasure: Callable[[], Any]) -> dict[str, Any]:
+def judge_latency(verified: dict[str, Any] | None, check: Any, paired: Callable[[], tuple[Any, Any]]
+                  ) -> dict[str, Any]:
     """The bundle's latency record: `ms` (the one number), its `source`, and with a search budget
     `within_budget` by the search's rule (see the module doc). `check`: export's own
-    `LatencyStats`; `remeasure()` gives another in the same session."""
-    checks = [{"corrected_ms": check.corrected_ms, "rel_se": float(getattr(check, "rel_se", 0.0) or 0.0),
-               "n": check.n}]
+    `LatencyStats`; `paired()` gives (the bundle's, the subnet's as verification built it)
+    measured together."""
+    checks = [{"corrected_ms": check.corrected_ms, "rel_se": _se(check), "n": check.n}]
     if verified is None:
         return {"ms": check.corrected_ms, "source": "export's measurement", "within_budget": None,
                 "checks": checks}
@@ -56,15 +57,23 @@ def judge_latency(verified: dict[str, Any] | None, check: Any, remeasure: Callab
     ucb = _ucb(checks[0]["corrected_ms"], checks[0]["rel_se"], margin)
     if ucb <= budget:
         return {**out, "within_budget": bool(verified["accepted"]), "decided_by": "export's check", "ucb_ms": ucb}
-    again = remeasure()
-    checks.append({"corrected_ms": again.corrected_ms, "rel_se": float(getattr(again, "rel_se", 0.0) or 0.0),
-                   "n": again.n})
-    all_ms = [verified["measured_ms"]] + [c["corrected_ms"] for c in checks]
-    all_se = [verified["rel_se"]] + [c["rel_se"] for c in checks]
-    pooled, se = float(np.median(all_ms)), float(np.median(all_se))
-    ucb = _ucb(pooled, se, margin)
-    return {**out, "within_budget": bool(ucb <= budget), "decided_by": "median of verification and two checks",
-            "pooled_ms": pooled, "ucb_ms": ucb}
+    bundle, twin = paired()
+    ratio, ratio_se = bundle.corrected_ms / twin.corrected_ms, math.hypot(_se(bundle), _se(twin))
+    checks.append({"corrected_ms": bundle.corrected_ms, "rel_se": _se(bundle), "n": bundle.n,
+                   "as_verified_ms": twin.corrected_ms, "ratio": ratio, "ratio_se": ratio_se})
+    if ratio - 1 <= 2 * ratio_se:  # no slower than the subnet verification measured: its decision stands
+        return {**out, "within_budget": bool(verified["accepted"]), "paired_ratio": ratio,
+                "decided_by": f"paired check: the bundle runs as the subnet verification measured "
+                              f"(ratio {ratio:.3f} +- {ratio_se:.3f})"}
+    paired_ms = verified["measured_ms"] * ratio
+    ucb = _ucb(paired_ms, verified["rel_se"], margin)
+    return {**out, "within_budget": bool(ucb <= budget), "paired_ratio": ratio, "paired_ms": paired_ms, "ucb_ms": ucb,
+            "decided_by": f"paired check: the bundle is {ratio:.3f}x the subnet verification measured "
+                          f"(+- {ratio_se:.3f}), so {paired_ms:.4g} ms"}
+
+
+def _se(stats: Any) -> float:
+    return float(getattr(stats, "rel_se", 0.0) or 0.0)
 
 
 def bundle_latency(meta: dict[str, Any]) -> tuple[float | None, bool | None]:

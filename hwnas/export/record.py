@@ -26,6 +26,9 @@ class LatencyRecord(Record):
     within_budget: Optional[bool] = None
     budget_ms: Optional[float] = None
     rule: Optional[str] = None
+    decided_by: Optional[str] = None
+    paired_ratio: Optional[float] = None  # the bundle over the subnet as verification built it, timed together
+    paired_ms: Optional[float] = None  # verification's number times that ratio, when the bundle is slower
     checks: list[dict[str, Any]] = []
 
 

@@ -211,17 +211,27 @@ class DeviceSession:
         call) or a loaded runner, timed beside the session's reference with the session's
         protocol (`rounds_x` times its rounds) and scaled by `anchor_ms` (default: the run's
         anchor for the device; None: this call's own reference median)."""
+        return self.measure_together({key: what}, anchor_ms=anchor_ms, rounds_x=rounds_x)[key]
+
+    def measure_together(self, models: Mapping[str, Artifact | Runner], *, anchor_ms: Any = RUN_ANCHOR,
+                         rounds_x: int = 1) -> dict[str, LatencyStats]:
+        """`measure` of several models in one call: shuffled through the same rounds beside the
+        same reference, so their ratios are paired (no second session's level enters)."""
         from hwnas.devices.base import Runner
 
-        anchor = self.anchor_ms if anchor_ms is RUN_ANCHOR else anchor_ms
-        kw = {**self.protocol.kwargs(), "rounds": self.protocol.rounds * rounds_x}
-        if isinstance(what, Runner):
-            return self._time({key: what}, anchor, kw)[key]
-        runner = self.backend.load(what)
+        anchor, kw = self._call(anchor_ms, rounds_x)
+        loaded = {key: what if isinstance(what, Runner) else self.backend.load(what) for key, what in models.items()}
         try:
-            return self._time({key: runner}, anchor, kw)[key]
+            return self._time(loaded, anchor, kw)
         finally:
-            runner.close()
+            for key, runner in loaded.items():
+                if runner is not models[key]:
+                    runner.close()
+
+    def _call(self, anchor_ms: Any, rounds_x: int) -> tuple[float | None, dict[str, Any]]:
+        """(the anchor a call scales by, the protocol's keywords with `rounds_x` times its rounds)."""
+        anchor = self.anchor_ms if anchor_ms is RUN_ANCHOR else anchor_ms
+        return anchor, {**self.protocol.kwargs(), "rounds": self.protocol.rounds * rounds_x}
 
     def _time(self, runners: Mapping[str, Runner], anchor_ms: float | None, kw: dict[str, Any]
               ) -> dict[str, LatencyStats]:
@@ -281,17 +291,16 @@ class RemoteSession(DeviceSession):
     def _anchor_book(self) -> tuple[Any, str | None, dict[str, Any]]:
         return None, None, {}
 
-    def measure(self, key: str, what: Artifact | Runner, *, anchor_ms: Any = RUN_ANCHOR,
-                rounds_x: int = 1) -> LatencyStats:
+    def measure_together(self, models: Mapping[str, Artifact | Runner], *, anchor_ms: Any = RUN_ANCHOR,
+                         rounds_x: int = 1) -> dict[str, LatencyStats]:
         from hwnas.devices.base import Runner
 
-        if isinstance(what, Runner):
+        if any(isinstance(what, Runner) for what in models.values()):
             raise DeviceError(f"device '{self.device.name}' is remote: give the compiled "
                               "artifact, the agent loads it")
-        anchor = self.anchor_ms if anchor_ms is RUN_ANCHOR else anchor_ms
-        kw = {**self.protocol.kwargs(), "rounds": self.protocol.rounds * rounds_x}
-        stats = self.backend.measure_many({key: what}, self.reference_artifact(), **kw)[key]
-        return stats if anchor is None else stats.rescaled(anchor)
+        anchor, kw = self._call(anchor_ms, rounds_x)
+        stats = self.backend.measure_many(dict(models), self.reference_artifact(), **kw)
+        return {key: s if anchor is None else s.rescaled(anchor) for key, s in stats.items()}
 
 
 def open_session(run: RunConfig, device: str | Device, *, devices_file: str | Path | None = None,

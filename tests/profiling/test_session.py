@@ -109,6 +109,11 @@ def test_verification_and_export_measure_through_the_one_call(tmp_path, tiny_sup
         compiled = _Compiled(artifact, {}, runners=[("onnx", session.backend.load(artifact), None)])
         try:
             latency = ex._latency(compiled, arch, Cand(), Report())
+            # a check over budget is timed again paired: the bundle and its twin as verification
+            # compiles it, in one call beside one reference; the bundle's runner stays loaded
+            bundle, twin = ex._paired(arch, compiled.runners[0][1])
+            assert bundle.ref_median_ms == twin.ref_median_ms == anchor and bundle.rounds == twin.rounds
+            assert ex._paired(arch, compiled.runners[0][1])[0].corrected_ms > 0
         finally:
             compiled.runners[0][1].close()
         assert ex._measuring() is session
@@ -156,8 +161,11 @@ def test_a_remote_device_is_a_session_subclass(tmp_path, tiny_supernet):
         anchor = session.calibrate_anchor(store)  # per run: no host anchor book
         art = session.compile("a", torch.nn.Conv2d(3, 4, 3), torch.zeros(1, 3, 8, 8))
         stats = session.measure("a", art)
+        paired = session.measure_together({"a": art, "b": art})
     assert agent.sent[0][1:] == ("reference", 3 * FAST.rounds)  # the anchor: 3x the rounds
     assert agent.sent[1] == (["a"], "reference", FAST.rounds)
+    assert agent.sent[2] == (["a", "b"], "reference", FAST.rounds)  # one call on the agent
+    assert {k: v.ref_median_ms for k, v in paired.items()} == {"a": anchor, "b": anchor}
     assert stats.ref_median_ms == anchor
     ref_row = read_measurements(run.run_dir, kind="reference").iloc[0]
     assert json.loads(ref_row["meta"]) == {"anchor_key": None}
