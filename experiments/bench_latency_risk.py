@@ -3,12 +3,13 @@
 On a profiled run (e.g. a quickstart's), for each budget (a fraction of the way from the fastest to
 the slowest profiled subnet), seed and mode, one search with verification on a fresh copy of the run
 (so no configuration reuses another's measurements). A mode is a latency confidence (0: the point
-prediction) and a verification order (``ties``: candidates the accuracy predictor cannot tell from
-the best measured fastest first, the default; ``best``: best predicted first); by default the point
-prediction, the bound, and the bound measured best first (what the order costs and buys). Per search:
+prediction) and a verification order (``best``: best predicted first, the default; ``ties``:
+candidates the accuracy predictor cannot tell from the best measured fastest first); by default the
+point prediction, the bound, and the bound with ties fastest first (what that order costs and buys).
+Per search:
 the share of the first top-k measured that held the budget (`first_try_within_budget`), the
 measurements spent per returned subnet, and the returned subnets' measured top-1 and latency. With
---export, each search in the default mode (bound, ties) exports its pick as `hwnas export` does and records whether the
+--export, each search in the default mode (bound, best first) exports its pick as `hwnas export` does and records whether the
 export's own measurement agrees with verification's (ratio, and the bundle's budget decision).
 
     .venv/bin/python experiments/bench_latency_risk.py --run runs/quickstart --export              # 5 x 3
@@ -118,8 +119,9 @@ def main() -> None:
     ap.add_argument("--device", default="cpu-ort")
     ap.add_argument("--fractions", type=float, nargs="+", default=[0.25, 0.35, 0.45, 0.55, 0.7])
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--modes", nargs="+", default=["0:ties", "0.95:ties", "0.95:best"],
-                    help="CONFIDENCE:ORDER, ORDER ties (fastest first among predicted ties) or best")
+    ap.add_argument("--modes", nargs="+", default=["0:best", "0.95:best", "0.95:ties"],
+                    help="CONFIDENCE:ORDER, ORDER best (best predicted first) or ties (fastest first among "
+                         "predicted ties)")
     ap.add_argument("--top-k", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="budgets at 0.25 and 0.4 of the range, one seed")
     ap.add_argument("--export", action="store_true", help="export each pick of a search under the bound and "
@@ -144,7 +146,7 @@ def main() -> None:
                 if any((r["fraction"], r["seed"], r["mode"]) == (f, seed, mode) for r in done):
                     continue
                 row = one(base, args.device, round(lo + f * (hi - lo), 3), seed, c, args.top_k,
-                          export=args.export and c > 0 and order == "ties", ties=order == "ties")
+                          export=args.export and c > 0 and order == "best", ties=order == "ties")
                 row["fraction"], row["mode"] = f, mode
                 rows.append(row)
                 print(json.dumps({k: row[k] for k in ("fraction", "seed", "mode", "first_try_within_budget",

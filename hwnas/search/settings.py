@@ -81,10 +81,11 @@ class SearchSettings(Settings):
         "Search under an upper bound of the predicted latency at this confidence (the predictor's "
         "out-of-fold errors, split-conformal), so picks hold the budget when first measured; 0: the point "
         "prediction."))
-    ties_fastest_first: bool = setting(True, help=(
+    ties_fastest_first: bool = setting(False, help=(
         "Measure the candidates whose predicted top-1 is within the accuracy predictor's out-of-fold error "
-        "of the best fastest first (nobody can tell them apart, and a faster pick keeps room under the budget); "
-        "off: best predicted first."))
+        "of the best fastest first: first tries keep room under the budget (for a device where every "
+        "measurement costs a compile and a transfer), at some top-1 (docs/results.md). Default: best "
+        "predicted first."))
     accuracy_risk: float = setting(1.0, ge=0, lt=10, help=(
         "Search on predicted top-1 minus this many sigmas of the predictor's uncertainty (0: the prediction "
         "alone)."))
