@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from hwnas.dashboard import stats
 from hwnas.export.budget import bundle_latency
 from hwnas.run import RunFiles
 from hwnas.search.columns import MEASURED_TOP1, TOP1_PRED, TOP1_STD, measured_ms, ms_pred
-from hwnas.search.record import read_search
+from hwnas.search.record import SearchRecord, read_search
 
 __all__ = ["RunFiles", "run_status", "load_pareto", "load_measurements", "load_accuracy",
            "load_search", "load_train_log", "latency_pairs", "device_matrix_all",
@@ -43,7 +42,7 @@ def find_runs(path: Path) -> list[Path]:
     return sorted(p for p in path.glob("*") if RunFiles(p).config.exists()) if path.is_dir() else []
 
 
-def run_device(files: RunFiles, search: dict[str, Any] | None = None) -> str:
+def run_device(files: RunFiles, search: SearchRecord | None = None) -> str:
     """The device a run is about: the one it was searched for, else the first it measured, else
     cpu-ort (what the commands the pages suggest name)."""
     searched = searched_device(search if search is not None else load_search(files))
@@ -156,30 +155,23 @@ def load_pareto(files: RunFiles) -> pd.DataFrame:
     return df
 
 
-SUBNET_ID = re.compile(r"[0-9a-f]{12}")
-
-
-def load_search(files: RunFiles) -> dict[str, Any] | None:
+def load_search(files: RunFiles) -> SearchRecord | None:
     """search.json read through its schema (`hwnas.search.record.read_search`): entries that do not
     fit it (a `best` id that is not 12 hex digits, say) are left out, since run folders come from
     other people and ids are shown in Markdown and used as keys."""
-    record = read_search(files.search)
-    return None if record is None else record.model_dump(mode="json")
+    return read_search(files.search)
 
 
-def latency_trust(files: RunFiles, search: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+def latency_trust(files: RunFiles, search: SearchRecord | None) -> dict[str, dict[str, Any]]:
     """search.json's `latency_trust` (each device's latency predictor on held-out subnets), only
-    its numbers, checked, and the fix commands made here for this run (a run folder from someone
-    else carries no command the dashboard shows)."""
+    its numbers (the schema checked them), and the fix commands made here for this run (a run
+    folder from someone else carries no command the dashboard shows)."""
     out: dict[str, dict[str, Any]] = {}
-    for device, q in ((search or {}).get("latency_trust") or {}).items():
-        if not (isinstance(q, dict) and isinstance(device, str) and isinstance(q.get("n"), int)
-                and isinstance(q.get("within_10"), (int, float)) and isinstance(q.get("poor"), bool)):
+    for device, q in (search.latency_trust if search else {}).items():
+        if q is None:
             continue
-        tau, err = q.get("kendall_tau"), q.get("median_abs_error")
-        out[device] = {"n": q["n"], "within_10": float(q["within_10"]), "poor": q["poor"],
-                       "kendall_tau": float(tau) if isinstance(tau, (int, float)) else None,
-                       "median_abs_error": float(err) if isinstance(err, (int, float)) else None,
+        out[device] = {"n": q.n, "within_10": q.within_10, "poor": q.poor, "kendall_tau": q.kendall_tau,
+                       "median_abs_error": q.median_abs_error,
                        "fix": f"hwnas profile --run {files.root} --device {device} --samples auto",
                        "refit": f"hwnas latency fit --run {files.root} --device {device}"}
     return out
@@ -250,8 +242,8 @@ def arch_grid(arch) -> pd.DataFrame:
 
 
 # -- the search's report and the recommended subnet ------------------------------------------------
-def searched_device(search: dict[str, Any] | None, front: pd.DataFrame | None = None) -> str | None:
-    devices = ((search or {}).get("settings") or {}).get("devices") or []
+def searched_device(search: SearchRecord | None, front: pd.DataFrame | None = None) -> str | None:
+    devices = search.settings.devices if search else []
     if devices:
         return devices[0]
     if front is not None and not front.empty:
@@ -261,22 +253,19 @@ def searched_device(search: dict[str, Any] | None, front: pd.DataFrame | None = 
     return None
 
 
-def budget_of(search: dict[str, Any] | None, device: str | None) -> float | None:
-    value = (((search or {}).get("settings") or {}).get("budgets_ms") or {}).get(device)
-    return float(value) if value is not None else None
+def budget_of(search: SearchRecord | None, device: str | None) -> float | None:
+    return search.settings.budgets_ms.get(device) if search and device else None
 
 
-def search_pick(search: dict[str, Any] | None) -> dict[str, Any] | None:
+def search_pick(search: SearchRecord | None) -> dict[str, Any] | None:
     """The subnet the search recommends: search.json's first ``best`` entry (measured within the
     budget and best by measured top-1 when the search verified), or None."""
-    best = (search or {}).get("best") or []
-    return best[0] if best and best[0].get("id") else None
+    return search.best[0].model_dump(mode="json") if search and search.best else None
 
 
-def test_top1_n(files: RunFiles, search: dict[str, Any] | None) -> dict[str, float]:
+def test_top1_n(files: RunFiles, search: SearchRecord | None) -> dict[str, float]:
     """id -> how many test images its measured top-1 was counted on (accuracy-<split>.csv)."""
-    split = (((search or {}).get("acceptance") or {}).get("accuracy") or {}).get("split") or "test"
-    df = _read_csv(files.accuracy_split(split))
+    df = _read_csv(files.accuracy_split(search.accuracy_split if search else "test"))
     if df.empty or not {"id", "n"} <= set(df.columns):
         return {}
     return dict(zip(df["id"].astype(str), df["n"].astype(float)))
@@ -302,10 +291,10 @@ def latency_stats(files: RunFiles, device: str | None = None) -> pd.DataFrame:
     return out
 
 
-def latency_se(files: RunFiles, search: dict[str, Any] | None, device: str) -> pd.DataFrame:
+def latency_se(files: RunFiles, search: SearchRecord | None, device: str) -> pd.DataFrame:
     """id -> (rel_se, ucb_ms) of its measured latency on `device`: the search's verification
     records (the acceptance bound it was judged by), else the measurement store."""
-    records = pd.DataFrame((search or {}).get("verification") or [])
+    records = pd.DataFrame([v.model_dump(mode="json") for v in search.verification] if search else [])
     out = pd.DataFrame(columns=["rel_se", "ucb_ms"])
     if not records.empty and {"id", "device", "rel_se"} <= set(records.columns):
         mine = records[records["device"] == device].drop_duplicates("id", keep="last").set_index("id")
@@ -339,7 +328,7 @@ def front_frame(front: pd.DataFrame, device: str | None, budget: float | None, *
         df[col] = df[col].astype(float) if col in df.columns else np.nan
     df["objective"] = df[TOP1_OBJECTIVE].astype(float) if TOP1_OBJECTIVE in df.columns else df[TOP1_PRED]
     df["on_front"] = df["on_front"].astype(bool) if "on_front" in df.columns else True
-    df["pick"] = df["id"].astype(str).eq(str((pick or {}).get("id")))
+    df["pick"] = df["id"].astype(str).eq(str(pick["id"])) if pick else False
     if pick and "precision" in df.columns and pick.get("precision"):
         df["pick"] &= df["precision"].eq(pick["precision"])
     df["top1_n"] = df["id"].astype(str).map(test_n or {}).astype(float)
@@ -366,7 +355,7 @@ class RunFront:
     report, its recommendation and the budget."""
 
     files: RunFiles
-    search: dict[str, Any] | None
+    search: SearchRecord | None
     device: str | None  # the device `df`'s latencies are of
     searched: str | None  # the device the search ran for
     budget: float | None
@@ -378,7 +367,7 @@ class RunFront:
 
     @property
     def pick_id(self) -> str | None:
-        return (self.pick or {}).get("id")
+        return self.pick["id"] if self.pick else None
 
     @property
     def pick_row(self) -> pd.Series | None:
@@ -392,12 +381,11 @@ class RunFront:
 
     @property
     def risk(self) -> float:
-        return float(((self.search or {}).get("settings") or {}).get("accuracy_risk") or 0.0)
+        return self.search.settings.accuracy_risk if self.search else 0.0
 
     @property
     def clip(self) -> list[float] | None:
-        clip = ((self.search or {}).get("accuracy_predictor") or {}).get("clip")
-        return [float(c) for c in clip] if clip else None
+        return list(self.search.accuracy_predictor.clip) if self.search and self.search.accuracy_predictor.clip else None
 
     def objective_text(self) -> str:
         """One line: what the front's top-1 is (the search's objective) and the predictor's clip."""
@@ -443,11 +431,11 @@ def load_front(files: RunFiles, device: str | None = None) -> RunFront:
     return RunFront(files, search, device, searched, empty.budget, df)
 
 
-def search_history(search: dict[str, Any] | None) -> pd.DataFrame:
+def search_history(search: SearchRecord | None) -> pd.DataFrame:
     """The search's progress per generation, as search.json's ``history`` holds it: records
     (``generation``, ``hypervolume``, ``best_top1_objective``, ...) or one best value per
     generation; long format (generation, measure, value), empty when the search kept none."""
-    history = (search or {}).get("history") or []
+    history = search.history if search else []
     if not history:
         return pd.DataFrame(columns=["generation", "measure", "value"])
     if all(isinstance(h, (int, float)) for h in history):
@@ -496,34 +484,36 @@ def explored_points(files: RunFiles, device: str, n: int = 2000, seed: int = 0) 
                          "top1_pred": np.asarray(accuracy.predict(m), float), "source": "space sample"})
 
 
-def references(files: RunFiles, device: str, search: dict[str, Any] | None = None) -> pd.DataFrame:
+def references(files: RunFiles, device: str, search: SearchRecord | None = None) -> pd.DataFrame:
     """Reference models measured on `device` (name, ms), but the search's baselines (points of their own)."""
     from hwnas.search.plot import reference_models
 
     from hwnas.baselines import profile_key
 
-    keys = [profile_key(b["name"], b["resolution"]) for b in (search or {}).get("baselines") or []
-            if isinstance(b, dict) and "name" in b and "resolution" in b]
+    keys = [profile_key(b.name, b.resolution) for b in (search.baselines if search else [])]
     rows = reference_models(files.root, device, keys) if files.measurements.exists() else []
     return pd.DataFrame(rows, columns=["name", "ms"])
 
 
-def baselines(search: dict[str, Any] | None, device: str | None) -> pd.DataFrame:
+def baselines(search: SearchRecord | None, device: str | None) -> pd.DataFrame:
     """The search's baselines measured on `device`: name (with its resolution), ms, top1, n_test,
     beaten_by (a subnet id or "none"), its_top1, its_ms, gain (points)."""
     cols = ["name", "ms", "top1", "n_test", "beaten_by", "its_top1", "its_ms", "gain"]
     rows = []
-    for b in (search or {}).get("baselines") or []:
-        try:
-            ms = float((b.get("measured_ms") or {})[device])
-            rows.append({"name": f"{b['name']} r{int(b['resolution'])}", "ms": ms, "top1": float(b["top1"]),
-                         "n_test": int(b["n_test"]),
-                         "beaten_by": b["dominated_by"] if SUBNET_ID.fullmatch(str(b.get("dominated_by"))) else "none",
-                         "its_top1": b.get("dominated_by_top1"), "its_ms": b.get("dominated_by_ms"),
-                         "gain": b.get("top1_gain")})
-        except (KeyError, TypeError, ValueError, AttributeError):
-            continue  # not measured on this device, or not a baseline entry
+    for b in search.baselines if search else []:
+        if device not in b.measured_ms:
+            continue  # not measured on this device
+        extra = b.model_extra or {}
+        rows.append({"name": f"{b.name} r{b.resolution}", "ms": b.measured_ms[device], "top1": b.top1,
+                     "n_test": b.n_test, "beaten_by": b.dominated_by or "none",
+                     "its_top1": _number(extra.get("dominated_by_top1")), "its_ms": _number(extra.get("dominated_by_ms")),
+                     "gain": _number(extra.get("top1_gain"))})
     return pd.DataFrame(rows, columns=cols)
+
+
+def _number(value: Any) -> float | None:
+    """A finite number from a run file, or None (the file may come from someone else)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value) else None
 
 
 def tight_domain(values, pad: float = 0.05) -> list[float] | None:
@@ -545,7 +535,7 @@ def _bundle_device(folder: Path, meta: dict[str, Any], verify: dict[str, Any]) -
 
 
 def load_exports(files: RunFiles, front: pd.DataFrame | None = None,
-                 search: dict[str, Any] | None = None) -> pd.DataFrame:
+                 search: SearchRecord | None = None) -> pd.DataFrame:
     """One row per bundle under RUN/exports: its verification status, measured and predicted
     numbers, and flags: not in the current pareto.csv (orphaned), from an earlier search (stale),
     for another device than the searched one, measured over the current budget of its device."""
@@ -557,7 +547,7 @@ def load_exports(files: RunFiles, front: pd.DataFrame | None = None,
     front = load_pareto(files) if front is None else front
     search = load_search(files) if search is None else search
     searched = searched_device(search, front)
-    current = (search or {}).get("search_id")
+    current = search.search_id if search else None
     if current is None and not front.empty and "search_id" in front.columns:
         current = str(front["search_id"].iloc[0])
     ids = set(front["id"]) if not front.empty and "id" in front.columns else set()

@@ -13,6 +13,7 @@ import pandas as pd
 from hwnas.dashboard import stats
 from hwnas.dashboard.data import RunFiles, arch_codes, load_accuracy, load_measurements, run_space
 from hwnas.latency import metrics
+from hwnas.search.record import SearchRecord
 
 __all__ = ["HELD_OUT", "OUT_OF_FOLD", "IN_SAMPLE", "accuracy_error", "split_pairs", "pair_metrics",
            "latency_quality", "predictor_meta", "gene_importance"]
@@ -22,13 +23,13 @@ OUT_OF_FOLD = "out-of-fold"  # trained it: predicted by the fold model that did 
 IN_SAMPLE = "training fit (in-sample)"  # trained it, predicted by the final model: optimistic
 
 
-def accuracy_error(files: RunFiles, search: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def accuracy_error(files: RunFiles, search: SearchRecord | None = None) -> dict[str, Any] | None:
     """The accuracy predictor's quality in top-1 points, with n: held-out (`held_*`: against the
     search's test-split checks, subnets it was not fitted on), out-of-fold and training-fit errors.
     From search.json's report, else the predictor file; None without metrics.
     Candidates carry a `name` that tells two of one kind apart (their settings)."""
-    metrics = ((search or {}).get("accuracy_predictor") or {}).get("metrics")
-    kind = ((search or {}).get("accuracy_predictor") or {}).get("kind")
+    metrics = search.accuracy_predictor.metrics if search else None
+    kind = search.accuracy_predictor.kind if search else None
     if not metrics:
         try:
             doc = json.loads(files.accuracy_predictor.read_text())
@@ -44,7 +45,7 @@ def accuracy_error(files: RunFiles, search: dict[str, Any] | None = None) -> dic
                                  [c.get("settings") for c in cands])
     for c, name in zip(cands, names):
         c["name"] = name
-    held = ((((search or {}).get("acceptance") or {}).get("accuracy") or {}).get("all_evaluated")) or {}
+    held = (search.held_out_accuracy if search else None) or {}
     return {"kind": kind or (metrics.get("chosen") or {}).get("name"), "folds": metrics.get("folds"),
             "held_mae": held.get("mae"), "held_bias": held.get("bias"), "held_tau": held.get("kendall_tau"),
             "held_n": held.get("n"),

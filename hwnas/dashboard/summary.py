@@ -12,6 +12,7 @@ import pandas as pd
 from hwnas.dashboard import data
 from hwnas.errors import HwnasError
 from hwnas.dashboard.quality import accuracy_error, predictor_meta
+from hwnas.search.record import RecordedSettings
 
 __all__ = ["headline", "recommended_table", "pick_under", "compare_summary", "runs_table", "fmt_interval"]
 
@@ -33,24 +34,23 @@ def headline(files: data.RunFiles) -> dict[str, Any]:
     n and intervals), hypervolume, accuracy predictor error, exports and their state."""
     front = data.load_front(files)
     search = front.search
-    settings = (search or {}).get("settings") or {}
+    settings = search.settings if search else RecordedSettings()
     device = front.device
     exports = data.load_exports(files, search=search)
-    out: dict[str, Any] = {"device": device, "budget_ms": front.budget, "search_id": (search or {}).get("search_id"),
-                           "algo": settings.get("algo"), "verified": bool(settings.get("verify")),
+    out: dict[str, Any] = {"device": device, "budget_ms": front.budget, "search_id": search.search_id if search else None,
+                           "algo": settings.algo, "verified": bool(settings.verify),
                            "hypervolume": front.hypervolume(),
-                           "search_objectives": ((search or {}).get("metrics") or {}).get("objectives") or [],
+                           "search_objectives": search.metrics.get("objectives") or [] if search else [],
                            "front_size": int(front.df["on_front"].sum()) if not front.df.empty else None,
                            "objective": front.objective_text(), "best": None,
                            "accuracy": accuracy_error(files, search), "exports": exports,
                            "exports_state": data.exports_state(exports, data.run_device(files, search))}
-    pick, row = front.pick, front.pick_row
+    pick, row = search.best[0] if search and search.best else None, front.pick_row
     if pick:
-        ms = lambda k: (pick.get(k) or {}).get(device)  # noqa: E731
-        best = {"id": pick["id"], "top1_pred": pick.get("top1_pred"), "top1_std": pick.get("top1_std"),
-                "measured_top1": pick.get("measured_top1"), "ms_pred": ms("ms_pred"),
-                "measured_ms": ms("measured_ms"), "verified": pick.get("verified"), "top1_n": None,
-                "top1_ci": "", "ms_ci": "", "ucb_ms": None, "describe": pick.get("describe")}
+        best = {"id": pick.id, "top1_pred": pick.top1_pred, "top1_std": pick.top1_std,
+                "measured_top1": pick.measured_top1, "ms_pred": pick.ms_pred.get(device),
+                "measured_ms": pick.measured_ms.get(device), "verified": pick.verified, "top1_n": None,
+                "top1_ci": "", "ms_ci": "", "ucb_ms": None, "describe": pick.describe}
         if row is not None:
             best.update(top1_n=None if pd.isna(row["top1_n"]) else int(row["top1_n"]),
                         top1_ci=fmt_interval(row["top1_lo"], row["top1_hi"]),
@@ -152,7 +152,7 @@ def runs_table(runs: list[Path]) -> pd.DataFrame:
         except HwnasError as err:  # one damaged run is said on its row, the others still listed
             rows.append({"run": root.name, "supernet": f"unreadable: {err}", "path": str(root)})
             continue
-        settings = (front.search or {}).get("settings") or {}
+        settings = front.search.settings if front.search else None
         space = data.run_space(files)
         try:
             from hwnas.run import open_run
@@ -165,12 +165,12 @@ def runs_table(runs: list[Path]) -> pd.DataFrame:
         rows.append({
             "run": root.name, "family": space.family.name, "supernet": str(supernet), "data": dataset,
             "device": front.device or "not searched", "budget ms": _or(front.budget, "—"),
-            "algorithm": str(settings.get("mode") or settings.get("algo") or "—"),
-            "objectives": ", ".join(settings.get("objectives") or []) or "—",
-            "accuracy risk (σ)": _or(settings.get("accuracy_risk"), "—", "g"),
-            "precision": str(settings.get("precision") or "—"),
-            "verified": "yes" if settings.get("verify") else "no" if settings else "—",
-            "searched at": str((front.search or {}).get("created_at") or "—"),
+            "algorithm": (settings.mode or settings.algo or "—") if settings else "—",
+            "objectives": ", ".join(settings.objectives) or "—" if settings else "—",
+            "accuracy risk (σ)": _or(settings.accuracy_risk, "—", "g") if settings else "—",
+            "precision": settings.precision if settings else "—",
+            "verified": ("yes" if settings.verify else "no") if settings else "—",
+            "searched at": (front.search.created_at or "—") if front.search else "—",
             "front size": str(int(front.df["on_front"].sum())) if not front.df.empty else "—",
             "hypervolume": _or(front.hypervolume(), "—"),
             "recommended": front.pick_id or "—",

@@ -27,7 +27,7 @@ def search_verification(run: Any, device: str, arch_id: str) -> dict[str, Any] |
     search = read_search(run.files.search)
     if search is None:
         return None
-    latency = (search.acceptance or {}).get("latency") or {}
+    latency = search.acceptance.latency if search.acceptance else {}
     for rec in search.verification:
         if rec.id == arch_id and rec.device == device and None not in (rec.measured_ms, rec.budget_ms):
             return {"measured_ms": rec.measured_ms, "rel_se": rec.rel_se, "budget_ms": rec.budget_ms,

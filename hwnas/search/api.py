@@ -371,7 +371,7 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
     return SearchResult(run_dir, s.algo, devices, budgets, best, front, metrics, ver.records, paths,
                         message + (f"; {tie['message']}" if tie else ""),
                         getattr(accuracy, "meta", {}).get("metrics") or {}, precision=s.precision,
-                        baselines=versus, accuracy_checks=(verification or {}).get("accuracy", {}).get("all_evaluated"),
+                        baselines=versus, accuracy_checks=verification["accuracy"]["all_evaluated"] if verification else None,
                         tie=tie, latency_trust=trust)
 
 

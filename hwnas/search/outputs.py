@@ -227,9 +227,8 @@ def write(files: RunFiles, front, doc: dict[str, Any], sample: dict[str, np.ndar
                                                    [profile_key(b["name"], b["resolution"]) for b in timed]),
                        baselines=[(f"{b['name']} r{b['resolution']}", b["measured_ms"][first], b["top1"])
                                   for b in timed],
-                       ram_limit_kb=(doc.get("settings") or {}).get("max_ram_kb"),
-                       memory_axis="ram_kb" in set((doc.get("settings") or {}).get("objectives") or ())
-                       or (doc.get("settings") or {}).get("max_ram_kb") is not None)
+                       ram_limit_kb=doc["settings"]["max_ram_kb"],
+                       memory_axis="ram_kb" in doc["settings"]["objectives"] or doc["settings"]["max_ram_kb"] is not None)
         else:
             files.pareto_png.unlink(missing_ok=True)
         doc = checked_search(json_safe({"search_id": search_id, **doc, "files": {k: p.name for k, p in paths.items()}}))

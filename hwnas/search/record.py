@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, Union
 
 from pydantic import Field, ValidationError, field_validator
 
 from hwnas.settings import Record, schema_problem
 
 __all__ = ["SEARCH_SCHEMA_VERSION", "SearchRecord", "BestEntry", "BaselineEntry", "VerificationEntry",
-           "TrustEntry", "RecordedSettings", "read_search", "checked_search"]
+           "TrustEntry", "RecordedSettings", "AcceptanceRecord", "AccuracyChecks", "AccuracyPredictorRecord",
+           "read_search", "checked_search"]
 
 SEARCH_SCHEMA_VERSION = 2
 SubnetId = Annotated[str, Field(pattern=r"^[0-9a-f]{12}$")]  # ids are shown in Markdown and used as keys
@@ -30,6 +31,9 @@ class RecordedSettings(Record):
 
     devices: list[str] = []
     budgets_ms: dict[str, float] = {}
+    algo: Optional[str] = None
+    mode: Optional[str] = None  # what the algorithm ran as (e.g. "evolution (vectorised)")
+    verify: Optional[bool] = None
     accuracy_risk: float = 0.0
     objectives: list[str] = []
     top_k: Optional[int] = None
@@ -42,10 +46,14 @@ class BestEntry(Record):
     """A returned subnet: predicted and (with verification) measured top-1 and latency per device."""
 
     id: SubnetId
+    precision: str = "fp32"
+    describe: Optional[str] = None
     top1_pred: Optional[float] = None
+    top1_std: Optional[float] = None
     measured_top1: Optional[float] = None
     ms_pred: dict[str, Optional[float]] = {}
     measured_ms: dict[str, Optional[float]] = {}
+    verified: bool = False
 
 
 class BaselineEntry(Record):
@@ -87,17 +95,51 @@ class TrustEntry(Record):
     median_abs_error: Optional[float] = None
 
 
+class AccuracyChecks(Record):
+    """Verification's test-split checks: predicted vs measured top-1 of what it evaluated."""
+
+    split: str = "test"
+    all_evaluated: Optional[dict[str, Any]] = None  # regression metrics (mae, bias, kendall_tau, n)
+    returned: Optional[dict[str, Any]] = None
+
+
+class AcceptanceRecord(Record):
+    """How verification judged: the latency rule (and the order it measured in), the accuracy checks."""
+
+    latency: dict[str, Any] = {}
+    accuracy: Optional[AccuracyChecks] = None
+
+
+class AccuracyPredictorRecord(Record):
+    kind: Optional[str] = None
+    clip: list[float] = []
+    metrics: Optional[dict[str, Any]] = None  # its selection's report (oof, candidates, folds)
+
+
 class SearchRecord(Record):
     schema_version: int = 1
     search_id: Optional[str] = None
+    created_at: Optional[str] = None
     settings: RecordedSettings = RecordedSettings()
     metrics: dict[str, Any] = {}
+    accuracy_predictor: AccuracyPredictorRecord = AccuracyPredictorRecord()
     best: list[BestEntry] = []
     baselines: list[BaselineEntry] = []
-    acceptance: Optional[dict[str, Any]] = None
+    acceptance: Optional[AcceptanceRecord] = None
     verification: list[VerificationEntry] = []
     latency_trust: dict[str, Optional[TrustEntry]] = {}  # None: no held-out subnets to judge by
-    history: list[dict[str, Any]] = []
+    # per generation: a record (generation, best_top1_objective, ...); early files: one number each
+    history: list[Union[dict[str, Any], float]] = []
+
+    @property
+    def accuracy_split(self) -> str:
+        """The split verification measured top-1 on."""
+        return self.acceptance.accuracy.split if self.acceptance and self.acceptance.accuracy else "test"
+
+    @property
+    def held_out_accuracy(self) -> dict[str, Any] | None:
+        """The accuracy predictor against every test-split check verification made, if any."""
+        return self.acceptance.accuracy.all_evaluated if self.acceptance and self.acceptance.accuracy else None
 
 
 _LISTS = {"best": BestEntry, "baselines": BaselineEntry, "verification": VerificationEntry}
@@ -124,13 +166,19 @@ def read_search(path: str | Path) -> SearchRecord | None:
     raw["latency_trust"] = {d: q for d, q in trust.items()
                             if isinstance(d, str) and (q is None or schema_problem(TrustEntry, q) is None)} \
         if isinstance(trust, dict) else {}
-    for key, default in (("settings", {}), ("metrics", {}), ("history", [])):
+    for key, default in (("settings", {}), ("metrics", {}), ("history", []), ("accuracy_predictor", {})):
         if not isinstance(raw.get(key), type(default)):
             raw[key] = default
-    if schema_problem(RecordedSettings, raw["settings"]) is not None:
-        raw["settings"] = {}
-    if not isinstance(raw.get("acceptance"), dict):
-        raw["acceptance"] = None
+    for key, model, default in (("settings", RecordedSettings, {}), ("accuracy_predictor", AccuracyPredictorRecord, {}),
+                                ("acceptance", AcceptanceRecord, None)):
+        if raw.get(key) is not None and schema_problem(model, raw[key]) is not None:
+            raw[key] = default
+    raw["history"] = [h for h in raw["history"] if isinstance(h, (dict, int, float)) and not isinstance(h, bool)]
+    for key in ("search_id", "created_at"):
+        if not isinstance(raw.get(key), (str, type(None))):
+            raw[key] = None
+    if not isinstance(raw.get("schema_version", 1), int) or isinstance(raw.get("schema_version"), bool):
+        raw["schema_version"] = 1
     try:
         return SearchRecord.model_validate(raw)
     except ValidationError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -74,17 +75,19 @@ def test_verified_subnets_are_reused_before_anything_is_measured(setup):
     assert s.calls["measure"] == 0
 
 
-def test_the_dashboard_reads_baselines_from_search_json_and_refuses_odd_ids():
+def test_the_dashboard_reads_baselines_from_search_json_and_refuses_odd_ids(tmp_path):
     from hwnas.dashboard import data
 
-    search = {"baselines": [
+    (tmp_path / "search.json").write_text(json.dumps({"baselines": [
         {"name": "lcnet_050", "resolution": 44, "top1": 92.19, "n_test": 10000, "measured_ms": {D: 0.41},
          "dominated_by": "0123456789ab", "dominated_by_top1": 92.5, "dominated_by_ms": 0.38, "top1_gain": 0.31},
         {"name": "x", "resolution": 44, "top1": 90.0, "n_test": 10000, "measured_ms": {D: 0.3},
-         "dominated_by": "`](http://192.0.2.1)"},
-        {"name": "not timed here", "resolution": 44, "top1": 90.0, "n_test": 10000, "measured_ms": {}}]}
+         "dominated_by": "`](http://192.0.2.1)"},  # not a subnet id: the entry is left out
+        {"name": "y", "resolution": 44, "top1": 90.0, "n_test": 10000, "measured_ms": {D: 0.3}},
+        {"name": "not timed here", "resolution": 44, "top1": 90.0, "n_test": 10000, "measured_ms": {}}]}))
+    search = data.load_search(data.RunFiles(tmp_path))
     rows = data.baselines(search, D)
-    assert list(rows["name"]) == ["lcnet_050 r44", "x r44"]
-    assert list(rows["beaten_by"]) == ["0123456789ab", "none"]
+    assert list(rows["name"]) == ["lcnet_050 r44", "y r44"]
+    assert list(rows["beaten_by"]) == ["0123456789ab", "none"] and rows["gain"].iloc[0] == 0.31
     refs = data.references(data.RunFiles(Path("/nonexistent")), D, search)
     assert refs.empty

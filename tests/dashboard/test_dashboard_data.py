@@ -10,6 +10,7 @@ import pytest
 
 from hwnas.dashboard import charts, data, stats, summary
 from hwnas.dashboard.data import RunFiles, load_exports
+from hwnas.search.record import SearchRecord, read_search
 
 
 def test_a_pair_of_devices_with_few_shared_subnets_is_flagged():
@@ -159,7 +160,8 @@ def test_exports_are_listed_with_flags(tmp_path):
                                                             "row": {"search_id": "old"}}}))
     (b / "verify.json").write_text(json.dumps({"passed": True, "device": "cpu-ort"}))
     front = pd.DataFrame({"id": ["xyz"], "search_id": ["new"]})
-    search = {"search_id": "new", "settings": {"devices": ["cpu-ort"], "budgets_ms": {"cpu-ort": 1.0}}}
+    search = SearchRecord.model_validate({"search_id": "new", "settings": {"devices": ["cpu-ort"],
+                                                                           "budgets_ms": {"cpu-ort": 1.0}}})
     row = load_exports(RunFiles(tmp_path), front, search).iloc[0]
     assert row["device"] == "cpu-ort" and row["status"] == "verified" and row["measured_top1"] == 97.0
     assert row["top1_n"] == 500
@@ -224,9 +226,9 @@ def test_accuracy_candidates_of_one_kind_have_distinct_names(tmp_path):
     from hwnas.dashboard.quality import accuracy_error
 
     cand = {"mae": 1.0, "n": 20}
-    search = {"accuracy_predictor": {"metrics": {"oof": {"mae": 1.0, "n": 20}, "candidates": [
+    search = SearchRecord.model_validate({"accuracy_predictor": {"metrics": {"oof": {"mae": 1.0, "n": 20}, "candidates": [
         {"kind": "ridge", "settings": {"features": "compact"}, **cand},
-        {"kind": "ridge", "settings": {"features": "full"}, **cand}, {"kind": "mlp", "settings": {}, **cand}]}}}
+        {"kind": "ridge", "settings": {"features": "full"}, **cand}, {"kind": "mlp", "settings": {}, **cand}]}}})
     names = [c["name"] for c in accuracy_error(RunFiles(tmp_path), search)["candidates"]]
     assert names == ["ridge (features=compact)", "ridge (features=full)", "mlp"]
 
@@ -240,12 +242,14 @@ def test_gene_importance_ranks_latency_drivers(demo_run):
     assert "(n=12)" in col and imp[col].abs().max() > 0.3  # the demo's latency is MACs-driven
 
 
-def test_search_history_reads_records_or_values():
-    long = data.search_history({"history": [{"generation": 1, "hypervolume": 3.0},
-                                             {"generation": 2, "hypervolume": 4.0}]})
+def test_search_history_reads_records_or_values(tmp_path):
+    long = data.search_history(SearchRecord(history=[{"generation": 1, "hypervolume": 3.0},
+                                                     {"generation": 2, "hypervolume": 4.0}]))
     assert list(long["value"]) == [3.0, 4.0] and set(long["measure"]) == {"hypervolume"}
-    assert list(data.search_history({"history": [90.0, 91.0]})["generation"]) == [1, 2]
-    assert data.search_history({}).empty
+    # an early search.json: one number per generation (it still reads, through the schema)
+    (tmp_path / "search.json").write_text(json.dumps({"history": [90.0, 91.0], "best": []}))
+    assert list(data.search_history(read_search(tmp_path / "search.json"))["generation"]) == [1, 2]
+    assert data.search_history(None).empty and data.search_history(SearchRecord()).empty
 
 
 def test_runs_table_lists_every_run_with_its_settings(demo_run, tmp_path, tiny_supernet):

@@ -426,7 +426,7 @@ def test_run_file_strings_cannot_break_out_of_the_dashboards_markdown(tmp_path):
     hostile = "0123456789ab` ![x](http://192.0.2.1/p.png) [click](http://192.0.2.1) `"
     (tmp_path / "search.json").write_text(json.dumps({"best": [{"id": hostile}, {"id": "0123456789ab"}]}))
     search = data.load_search(RunFiles(tmp_path))
-    assert [b["id"] for b in search["best"]] == ["0123456789ab"]
+    assert [b.id for b in search.best] == ["0123456789ab"]
     code = md_code(hostile)
     assert code.count("`") == 2 and code.startswith("`") and code.endswith("`")
     text = md(hostile + "\n<img src=x> :red[alarm]")

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from hwnas.dashboard import data
+from hwnas.search.record import SearchRecord
 
 MISSING = "—"  # what a table shows for a value that does not exist (never "None")
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
@@ -91,7 +92,7 @@ def all_runs() -> list[Path]:
     return runs
 
 
-def trust_warnings(files: data.RunFiles, search: dict | None, devices=None) -> None:
+def trust_warnings(files: data.RunFiles, search: SearchRecord | None, devices=None) -> None:
     """A warning per device whose latency predictor is poor on held-out subnets (search.json's
     `latency_trust`), with the commands that fix it: where a user decides on its predictions."""
     from hwnas.latency.trust import trust_warning

@@ -31,7 +31,8 @@ def page_devices(files: data.RunFiles) -> None:
     x = alt.X(f"{a}:Q", title=f"latency measured on {a} (ms)", scale=alt.Scale(zero=False))
     y = alt.Y(f"{b}:Q", title=f"latency measured on {b} (ms)", scale=alt.Scale(zero=False))
     chart = alt.Chart(both).mark_circle(size=60).encode(x=x, y=y, tooltip=["key", a, b])
-    pick = both["key"].eq((data.search_pick(data.load_search(files)) or {}).get("id"))
+    pick_entry = data.search_pick(data.load_search(files))
+    pick = both["key"].eq(pick_entry["id"] if pick_entry else None)
     if pick.any():
         chart = chart + charts.star(both[pick], x, y)
     st.altair_chart(charts.svg(chart.properties(height=420)), width="stretch")

@@ -10,6 +10,7 @@ import streamlit as st
 
 from hwnas.dashboard import charts, data
 from hwnas.dashboard.quality import accuracy_error, band_mae
+from hwnas.search.record import SearchRecord
 from hwnas.dashboard.views.common import cached_explored, fmt_num, goto_subnet, md, show_missing, table, trust_warnings
 
 Y_OPTIONS = {"search objective: predicted top-1 − σ (what the front is computed on)": "objective",
@@ -176,7 +177,7 @@ def _table(df: pd.DataFrame) -> str | None:
     return chosen
 
 
-def _memory(df: pd.DataFrame, search: dict | None) -> None:
+def _memory(df: pd.DataFrame, search: SearchRecord | None) -> None:
     """Top-1 against the RAM arena or the flash bytes, where pareto.csv has them (a family with a
     memory model): predicted for every subnet, measured on the artifact where the search checked it."""
     if "ram_kb" not in df.columns or pd.to_numeric(df["ram_kb"], errors="coerce").isna().all():
@@ -186,7 +187,7 @@ def _memory(df: pd.DataFrame, search: dict | None) -> None:
     col = "ram_kb" if axis == "RAM arena" else "flash_kb"
     show = df.assign(kb=pd.to_numeric(df.get(col), errors="coerce"), top1=df["measured_top1"].fillna(df["top1_pred"]),
                      top1_is=np.where(df["measured_top1"].notna(), "measured (test)", "predicted"))
-    limit = ((search or {}).get("settings") or {}).get("max_ram_kb" if col == "ram_kb" else "max_flash_kb")
+    limit = (search.settings.max_ram_kb if col == "ram_kb" else search.settings.max_flash_kb) if search else None
     chart = alt.Chart(show).mark_point(filled=True).encode(
         x=alt.X("kb:Q", title=f"{axis} (kB = 1024 bytes, predicted)", scale=alt.Scale(zero=False)),
         y=alt.Y("top1:Q", title="top-1 %", scale=alt.Scale(zero=False)),

@@ -37,7 +37,7 @@ def page_predictors(files: data.RunFiles) -> None:
 
 
 def _latency_quality(q: dict, device: str, pick: dict | None) -> None:
-    pick = (pick or {}).get("id")
+    pick = pick["id"] if pick else None
     pairs, by_split, cv = q["pairs"], q["metrics"].set_index("points"), q["cv"]
     held, oof = by_split.loc[HELD_OUT], by_split.loc[OUT_OF_FOLD]
     items = [(f"Held-out: within ±10 % (n={int(held['n'])})", fmt_num(held["within ±10 %"], ".0f", " %"),
