@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from hwnas.accuracy.precision import precision_accuracy
-from hwnas.errors import DeviceError, HwnasError, InputError
+from hwnas.errors import DeviceError, HwnasError
 from hwnas.export.budget import judge_latency, search_verification
 from hwnas.export.manifest import (VERIFY_JSON, check_destination, discard, publish, staging_dir,
                                    write_manifest)

@@ -9,9 +9,9 @@ its own names (`SettingError.render`) instead of keeping a second copy of the ru
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from hwnas.errors import InputError, SettingError
+from hwnas.errors import SettingError
 
 __all__ = ["SettingError", "literal", "whole_number", "positive_number", "within"]
 

@@ -8,13 +8,11 @@ hwnas's MobileNet blocks (`MBConv`, `DynamicMBConv`) without SE and with ReLU6.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
-import numpy as np
 import torch
 import torch.nn as nn
 
-from hwnas.errors import InputError
 from hwnas.families.base import GeneArch, check_head_args
 from hwnas.families.ofa_proxyless.plan import (
     ACT,
