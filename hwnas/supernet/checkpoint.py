@@ -20,7 +20,7 @@ import random
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import numpy as np
 import torch
@@ -61,7 +61,9 @@ class CheckpointMeta(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    family: str = DEFAULT_FAMILY  # hwnas.families registry name
+    # hwnas.families registry name (files written before families are the first family's); None: a
+    # network of no family (a baseline trained alone)
+    family: Optional[str] = DEFAULT_FAMILY
     space: dict[str, Any] | None = None  # the family's space as a dict; a space object is accepted
     n_classes: int | None = None
     dataset: str | None = None
@@ -85,6 +87,10 @@ class CheckpointMeta(BaseModel):
         """Validate and normalise the space against the family's genes (an unknown family too)."""
         from hwnas.families import get_family
 
+        if self.family is None:
+            if self.space is not None:
+                raise ValueError("a checkpoint of no family has no search space")
+            return self
         family = get_family(self.family)
         if self.space is not None:
             self.space = family.space_from_dict(self.space).to_dict()

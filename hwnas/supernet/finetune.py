@@ -24,7 +24,6 @@ from typing import Any, Callable
 import numpy as np
 
 from hwnas.errors import CheckpointError, InputError
-from hwnas.families import DEFAULT_FAMILY
 
 __all__ = ["FinetuneSettings", "finetune_subnet", "train_alone", "finetuned_record", "load_finetuned", "STEM"]
 
@@ -177,15 +176,16 @@ def _finetune(run: Any, arch: Any, settings: FinetuneSettings, data: Any,
 
 def train_alone(student: Any, loaders: Any, r: int, settings: FinetuneSettings, teacher: Any = None,
                 progress: Callable[[int, int, str], Any] | None = None,
-                resume: str | os.PathLike[str] | None = None, family: str = DEFAULT_FAMILY,
+                resume: str | os.PathLike[str] | None = None, family: str | None = None,
                 network: str | None = None) -> Any:
     """Train one static network at resolution `r` on the training split: cross-entropy on the
     labels, plus distillation from `teacher`'s soft output when one is given, SGD + Nesterov with
     a warm-up then cosine decay, the data's augmentation. Trains on the device `student` is on
     (the teacher is moved there). `resume`: a checkpoint stem saved after
     every epoch (weights, optimizer, RNG) and continued from when it exists, so a run of many
-    epochs survives being stopped (`family`: the student's, recorded there; `network`: what the
-    student is when it is no family's subnet, e.g. "timm:resnet18"). Returns the trained `student`."""
+    epochs survives being stopped (`family`: the student's family, recorded there, None for a
+    network of no family; `network`: what such a student is, e.g. "timm:resnet18"). Returns the
+    trained `student`."""
     import torch
     import torch.nn.functional as F
 

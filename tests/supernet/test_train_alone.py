@@ -43,6 +43,9 @@ def test_a_stopped_run_resumes_to_the_same_weights(loaders, tmp_path):
     resumed = train_alone(_net(), loaders, 24, SETTINGS, resume=tmp_path / "net")
     for (name, a), b in zip(whole.state_dict().items(), resumed.state_dict().values()):
         assert torch.equal(a, b), name
+    from hwnas.supernet.checkpoint import load_checkpoint_meta
+
+    assert load_checkpoint_meta(tmp_path / "net")["family"] is None  # a network of no family says so
 
 
 def test_other_settings_do_not_resume_a_saved_run(loaders, tmp_path):
