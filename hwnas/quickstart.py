@@ -1,8 +1,9 @@
 """`hwnas quickstart`: the whole pipeline on the embedded default, in one call.
 
 shipped supernet -> profile this machine's CPU on a real runtime -> fit its latency predictor ->
-accuracy table + predictor -> search the Pareto front under a latency budget -> measure the top
-candidates -> export the best with verification -> summary. Every stage resumes from what the
+accuracy table + predictor -> profile subnets along the predicted front and refit (where the search
+decides: `hwnas.search.front_profile`) -> search the Pareto front under a latency budget -> measure
+the top candidates -> export the best with verification -> summary. Every stage resumes from what the
 run directory already holds, so a second call is fast.
 """
 
@@ -24,7 +25,8 @@ __all__ = ["QuickstartSettings", "quickstart"]
 class QuickstartSettings:
     run_dir: Path = Path("runs/quickstart")
     device: str = "cpu-ort"
-    samples: int = 60  # subnets profiled for the latency predictor
+    samples: int = 60  # random subnets profiled for the latency predictor
+    front_samples: int = 16  # then subnets along the predicted front (0: none)
     # subnets evaluated for the accuracy predictor: the shipped supernet's first 200 ship evaluated
     # (hwnas.accuracy.precomputed), so this costs nothing on the default supernet
     accuracy_samples: int = 200
@@ -67,6 +69,7 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
     from hwnas.profiling.stage import profile
     from hwnas.run import open_run
     from hwnas.search import SearchSettings, ensure_accuracy_predictor, run_search
+    from hwnas.search.front_profile import front_profiled, profile_front
 
     s = settings
     if s.samples < 10:
@@ -80,7 +83,7 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
     clock: dict[str, float] = {}
 
     def stage(name: str, fn: Callable[[], Any]) -> Any:
-        log(f"[{len(clock) + 1}/6] {name}")
+        log(f"[{len(clock) + 1}/{6 + bool(s.front_samples)}] {name}")
         t = time.perf_counter()
         out = fn()
         clock[name] = round(time.perf_counter() - t, 1)
@@ -102,6 +105,12 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
     stage(f"accuracy of {s.accuracy_samples} subnets (BN-recalibrated)",
           lambda: ensure_accuracy_predictor(run, s.accuracy_samples, seed=s.seed, progress=progress))
     budget = s.budget_ms if s.budget_ms is not None else _default_budget(run.run_dir, s.device)
+    if s.front_samples:
+        done = front_profiled(run, s.device)
+        report = {**report, **stage(
+            f"profile {s.front_samples} subnets along the predicted front, refit the latency predictor",
+            lambda: profile_front(run, s.device, s.front_samples, seed=s.seed, protocol=ProtocolSettings(seed=s.seed),
+                                  progress=profile_progress) if done is None else {"front": done})}
     res = stage(f"search the Pareto front under {budget} ms, measure the top {s.top_k}",
                 lambda: run_search(run.run_dir, search_settings(budget), progress=progress))
     out = QuickstartResult(s, budget, clock, report, res)

@@ -37,6 +37,9 @@ def profile_cmd(
                                      "latency) for devices new to this run instead of reusing this "
                                      "host's."),
     data: Optional[str] = DataOpt,
+    front: int = typer.Option(0, "--front", help="Then this many subnets along the predicted Pareto front "
+                              "(needs the run's accuracy predictor), and refit each device's latency "
+                              "predictor: training rows where a search decides."),
 ) -> None:
     """Measure subnets on devices into the run's measurement store (reruns skip what exists)."""
     from hwnas.profiling.protocol import ProtocolSettings
@@ -45,6 +48,7 @@ def profile_cmd(
     from hwnas.run import open_run
 
     from hwnas.latency.auto_profile import AutoSettings, profile_auto
+    from hwnas.search.front_profile import profile_front
 
     if samples.strip().lower() == "auto":
         if time_budget is not None and not time_budget > 0:
@@ -59,6 +63,8 @@ def profile_cmd(
         except ValueError:
             raise InputError(f"--samples must be a number of subnets or 'auto', got {samples!r}") from None
     at_least_one(("--rounds", rounds), ("--runs", runs))
+    if front < 0:
+        raise InputError(f"--front must be 0 or more, got {front}")
     check_devices(device, devices_file, reference)  # before the run folder is made
     cfg = open_run(run, supernet, data=data_config(data))
     protocol = ProtocolSettings(rounds=rounds, runs=runs, seed=seed)
@@ -75,6 +81,8 @@ def profile_cmd(
         results = (profile_auto(cfg, device, chosen, **common,
                                 log=lambda msg: err_console.print(msg, highlight=False))
                    if isinstance(chosen, AutoSettings) else profile(cfg, device, chosen, **common))
+        fronts = {dev: profile_front(cfg, dev, front, seed=seed, devices_file=devices_file, protocol=protocol,
+                                     progress=update) for dev in device} if front else {}
     table = make_table("device", "measured now", "already there")
     for r in results:
         table.add_row(r["device"], str(r["measured"]), str(r["skipped"]))
@@ -85,6 +93,9 @@ def profile_cmd(
             console.print(f"{r['device']}: took {a['samples']} subnets ({a['stopped']}); predictor "
                           f"{a['chosen']}, CV RMS log error {last['cv_rmse_log']:.4f}, "
                           f"{100 * last['cv_within_10']:.1f}% within ±10%", highlight=False)
+    for dev, rep in fronts.items():
+        console.print(f"{dev}: {len(rep['front'])} subnets along the predicted front; refitted {rep['chosen']}",
+                      highlight=False)
     console.print(f"measurements: {cfg.files.measurements}")
 
 

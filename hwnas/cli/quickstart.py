@@ -16,7 +16,9 @@ from hwnas.errors import InputError
 def quickstart_cmd(
     run: Path = typer.Option(Path("runs/quickstart"), "--run", help="Run directory."),
     device: str = typer.Option("cpu-ort", "--device", help="Device to profile, search for and export to."),
-    samples: int = typer.Option(60, "--samples", help="Subnets profiled for the latency predictor."),
+    samples: int = typer.Option(60, "--samples", help="Random subnets profiled for the latency predictor."),
+    front_samples: int = typer.Option(16, "--front-samples", help="Then subnets along the predicted Pareto front "
+                                      "(where the search decides; the latency predictor is refitted). 0: none."),
     accuracy_samples: int = typer.Option(200, "--accuracy-samples", help="Subnets evaluated for the "
                                          "accuracy predictor."),
     latency_ms: Optional[float] = typer.Option(None, "--latency-ms", help="Budget (default: 40% of the "
@@ -30,10 +32,12 @@ def quickstart_cmd(
 
     if latency_ms is not None and latency_ms <= 0:
         raise InputError(f"--latency-ms must be positive, got {latency_ms}")
+    if front_samples < 0:
+        raise InputError(f"--front-samples must be 0 or more, got {front_samples}")
     if accuracy_samples < MIN_ROWS:  # refused before profiling, not at the accuracy stage
         raise InputError(f"--accuracy-samples must be at least {MIN_ROWS} (the fewest subnets an accuracy "
                          f"predictor is fitted on), got {accuracy_samples}")
-    settings = QuickstartSettings(run_dir=run, device=device, samples=samples,
+    settings = QuickstartSettings(run_dir=run, device=device, samples=samples, front_samples=front_samples,
                                   accuracy_samples=accuracy_samples, budget_ms=latency_ms, top_k=top_k)
     with EventProgress(err_console) as bar:
         res = quickstart(settings, log=lambda m: bar.progress.console.print(m, highlight=False), progress=bar)
