@@ -108,7 +108,7 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
     if s.front_samples:
         done = front_profiled(run, s.device)
         report = {**report, **stage(
-            f"profile {s.front_samples} subnets along the predicted front, refit the latency predictor",
+            f"front: profile {s.front_samples} subnets along the predicted front, refit the latency predictor",
             lambda: profile_front(run, s.device, s.front_samples, seed=s.seed, protocol=ProtocolSettings(seed=s.seed),
                                   progress=profile_progress) if done is None else {"front": done})}
     res = stage(f"search the Pareto front under {budget} ms, measure the top {s.top_k}",

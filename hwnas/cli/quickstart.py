@@ -98,7 +98,7 @@ def _print_quickstart(res) -> None:
                                             else ", OVER the budget when export re-measured it")
         summary.add_row("export", escape(f"{res.bundle}  [{m['status']}{budget}], test top-1 "
                                          f"{m['accuracy']['top1']:.2f}%"))
-    summary.add_row("time per stage", ", ".join(f"{k.split()[0]} {v}s" for k, v in res.stages.items()))
+    summary.add_row("time per stage", ", ".join(f"{k.split()[0].rstrip(':')} {v}s" for k, v in res.stages.items()))
     summary.add_row("dashboard", f"hwnas dashboard --run {s.run_dir}")
     console.print(summary)
 
