@@ -276,7 +276,7 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
         # subnet over budget. Those the accuracy predictor cannot tell from the best go fastest
         # first; then those with room for the margin in their prediction.
         tie_delta = float((accuracy.out_of_fold or {}).get("mae", 0.0)) if s.ties_fastest_first else 0.0
-        load = {i: max(table.cols[ms_key(d)][i] / b for d, b in budgets.items()) for i in cand}
+        load = {i: max(table.cols[ms_key(d)][i] / b for d, b in budgets.items()) for i in cand} if tie_delta else {}
         cand, n_tied = order_predicted_ties(cand, table.cols[TOP1], load, tie_delta)
         predicted_ties = {"rule": PREDICTED_TIE_RULE, "on": s.ties_fastest_first, "delta": round(tie_delta, 4),
                           "tied": n_tied}

@@ -25,8 +25,7 @@ def front_subnets(run: Any, device: str, n: int, *, seed: int = 0) -> list[Any]:
     from hwnas.accuracy import load_accuracy_predictor
     from hwnas.profiling.store import read_measurements
     from hwnas.search.algorithms import get_algorithm
-    from hwnas.search.operators import unique_rows
-    from hwnas.search.pareto import front_mask
+    from hwnas.search.api import _candidates as candidates
     from hwnas.search.problem import Problem, load_latency_predictor, ms_key
     from hwnas.search.settings import SearchSettings
 
@@ -48,9 +47,8 @@ def front_subnets(run: Any, device: str, n: int, *, seed: int = 0) -> list[Any]:
     algorithm.load()
     outcome, _ = algorithm.run(problem, SearchSettings(device, budget, seed=seed, pareto=True).request(run.run_dir),
                                None)
-    archive = outcome.archive.take(unique_rows(outcome.archive.m))
-    feasible = archive.take(np.flatnonzero(archive.feasible))
-    front = feasible.take(np.flatnonzero(front_mask(problem.loss(feasible))))
+    _, table, on_front, _ = candidates(problem, outcome.archive, True, 1, {})  # the search's own front
+    front = table.take(np.flatnonzero(on_front))
     order = np.argsort(front.cols[ms_key(device)], kind="stable")
     picks = order[np.unique(np.round(np.linspace(0, len(order) - 1, min(n, len(order)))).astype(int))]
     return run.space.from_matrix(front.m[picks])
