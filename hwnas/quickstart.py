@@ -49,10 +49,17 @@ class QuickstartResult:
     passed_over: list[str] = field(default_factory=list)  # returned subnets whose bundle broke the budget
 
 
-def _default_budget(run_dir: Path, device: str) -> float:
+def default_budget(run: Any, device: str, samples: int, seed: int) -> float:
+    """40% of the way up the latency range of the profile stage's own subnets (the same ones on a
+    rerun: `select_subnets` is seeded), not of everything measured since: front profiling and
+    verification add subnets at the range's ends, and a budget that moved would make a rerun
+    search, and measure, anew."""
+    from hwnas.profiling.stage import select_subnets
     from hwnas.profiling.store import read_measurements
 
-    ms = read_measurements(run_dir, device=device, kind="subnet")["corrected_ms"].to_numpy()
+    ids = {a.id for a in select_subnets(run.space, samples, seed=seed, n_classes=run.n_classes)}
+    df = read_measurements(run.run_dir, device=device, kind="subnet")
+    ms = df.loc[df["key"].astype(str).isin(ids), "corrected_ms"].to_numpy()
     lo, hi = float(np.min(ms)), float(np.max(ms))
     return round(lo + 0.4 * (hi - lo), 3)
 
@@ -104,7 +111,7 @@ def quickstart(settings: QuickstartSettings = QuickstartSettings(),
         seed=s.seed)[1] if not predictor_path.exists() else {"path": str(predictor_path), "reused": True})
     stage(f"accuracy of {s.accuracy_samples} subnets (BN-recalibrated)",
           lambda: ensure_accuracy_predictor(run, s.accuracy_samples, seed=s.seed, progress=progress))
-    budget = s.budget_ms if s.budget_ms is not None else _default_budget(run.run_dir, s.device)
+    budget = s.budget_ms if s.budget_ms is not None else default_budget(run, s.device, s.samples, s.seed)
     if s.front_samples:
         done = front_profiled(run, s.device)
         report = {**report, **stage(
