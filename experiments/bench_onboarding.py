@@ -85,7 +85,7 @@ def new_host(path: Path, seeds: int, log) -> dict:
 def cpu_prior(m: np.ndarray, y: np.ndarray, name: str = "cpu-ort") -> AnalyticPredictor:
     """The runtime prior's model (`hwnas.latency.priors`): a compact power law."""
     pred = AnalyticPredictor("compact", "log", 1e-3, net=NetworkSpec("ofa-mbv3", 1.0, 10)).fit(m, y)
-    pred.meta.notes["prior"] = name
+    pred.meta.notes.prior = name
     return pred
 
 

@@ -91,7 +91,7 @@ def prepare(args) -> tuple:
             "accuracy_table_s": round(table_s, 1),
             "measured_ms_range": [float(measured.min()), float(measured.max())],
             "latency_predictor": {"describe": lat.describe(), "n_train": lat.meta.n_train,
-                                  "cv_chosen": (lat.meta.cv or {}).get("chosen_metrics")},
+                                  "cv_chosen": lat.meta.cv.chosen_metrics},
             "accuracy_predictor": acc.meta.get("metrics")}
     return run, acc, lat, measured, info
 

@@ -158,7 +158,7 @@ def test_block_profile_feeds_a_lookup_table(tmp_path, tiny_supernet):
     assert len(blocks) > 200 and blocks["key"].is_unique and (blocks["corrected_ms"] > 0).all()
     assert set(blocks["key"].str.split("/").str[0]) == {"block:stem", "block:block", "block:head"}
     pred, report = fit_from_run(run.run_dir, "cpu-ort", n_classes=10)
-    assert pred.meta.notes["block_entries"] == len(blocks)
+    assert pred.meta.notes.block_entries == len(blocks)
     assert any(c["name"].startswith("lut(mode=entries)") for c in report["candidates"])
     again = profile(run, ["cpu-ort"], 6, protocol=QUICK, blocks=True)
     assert again[0]["measured"] == 0

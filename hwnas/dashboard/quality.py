@@ -12,7 +12,9 @@ import pandas as pd
 
 from hwnas.dashboard import stats
 from hwnas.dashboard.data import RunFiles, arch_codes, load_accuracy, load_measurements, run_space
+from hwnas.errors import HwnasError
 from hwnas.latency import metrics
+from hwnas.latency.record import FitReport, PredictorMeta
 from hwnas.search.record import SearchRecord
 
 __all__ = ["HELD_OUT", "OUT_OF_FOLD", "IN_SAMPLE", "accuracy_error", "split_pairs", "pair_metrics",
@@ -67,11 +69,11 @@ def band_mae(acc: dict[str, Any] | None) -> tuple[float | None, str]:
     return None, "unknown"
 
 
-def fitted_ids(meta: dict[str, Any]) -> set[str] | None:
+def fitted_ids(meta: PredictorMeta | None) -> set[str] | None:
     """The subnet ids a latency predictor was fitted on (its file records them), or None for a
     predictor written before it did."""
-    ids = (meta.get("notes") or {}).get("fitted_on") if isinstance(meta, dict) else None
-    return {str(i) for i in ids} if isinstance(ids, list) else None
+    ids = meta.notes.fitted_on if meta is not None else None
+    return None if ids is None else set(ids)
 
 
 def split_pairs(pairs: pd.DataFrame, fitted: set[str] | None) -> pd.DataFrame:
@@ -111,15 +113,15 @@ def pair_metrics(pairs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def predictor_meta(files: RunFiles, device: str) -> dict[str, Any]:
-    """The latency predictor file's `meta` (its fit report under ``cv``), {} when unreadable."""
+def predictor_meta(files: RunFiles, device: str) -> PredictorMeta | None:
+    """The latency predictor file's `meta` (its fit report under ``cv``), None when unreadable."""
     try:
-        return json.loads(files.latency_predictor(device).read_text()).get("meta") or {}
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return {}
+        return PredictorMeta.from_dict(json.loads(files.latency_predictor(device).read_text()).get("meta") or {})
+    except (OSError, json.JSONDecodeError, AttributeError, HwnasError):
+        return None
 
 
-def _out_of_fold(predictor, m: np.ndarray, y: np.ndarray, cv: dict[str, Any]) -> np.ndarray | None:
+def _out_of_fold(predictor, m: np.ndarray, y: np.ndarray, cv: FitReport) -> np.ndarray | None:
     """The fit's own cross-validation predictions (same folds and seed), or None when they cannot
     be recomputed (too few rows, a predictor kind that cannot be refitted here)."""
     from hwnas.latency.select import cross_val_predict
@@ -127,7 +129,7 @@ def _out_of_fold(predictor, m: np.ndarray, y: np.ndarray, cv: dict[str, Any]) ->
     if len(y) < 3:
         return None
     try:
-        return np.asarray(cross_val_predict(predictor, m, y, cv.get("folds"), int(cv.get("seed") or 0)), float)
+        return np.asarray(cross_val_predict(predictor, m, y, cv.folds, cv.seed), float)
     except Exception:  # noqa: BLE001 - the page falls back to the in-sample fit, and says so
         return None
 
@@ -146,7 +148,7 @@ def latency_quality(files: RunFiles, device: str) -> dict[str, Any]:
     from hwnas.latency import load_predictor
 
     predictor = load_predictor(path)
-    meta = predictor_meta(files, device)
+    meta = predictor.meta
     df = split_pairs(df, fitted_ids(meta))
     first = df.drop_duplicates("key")
     pairs = df.groupby("key", as_index=False, sort=False).agg(
@@ -156,7 +158,7 @@ def latency_quality(files: RunFiles, device: str) -> dict[str, Any]:
     codes = arch_codes(files, first)
     pairs["fit_ms"] = np.asarray(predictor.predict(codes), float)
     pairs["predicted_ms"] = pairs["fit_ms"]
-    cv = meta.get("cv") or {}
+    cv = meta.cv
     trained = (pairs["split"] == OUT_OF_FOLD).to_numpy()
     oof = _out_of_fold(predictor, codes[trained], pairs.loc[trained, "measured_ms"].to_numpy(float), cv)
     if oof is None:
@@ -164,8 +166,8 @@ def latency_quality(files: RunFiles, device: str) -> dict[str, Any]:
     else:
         pairs.loc[trained, "predicted_ms"] = oof
     pairs["error_pct"] = 100 * (pairs["predicted_ms"] / pairs["measured_ms"] - 1)
-    return {"pairs": pairs, "metrics": pair_metrics(pairs), "cv": cv, "n_train": meta.get("n_train"),
-            "chosen": cv.get("chosen"), "out_of_fold": oof is not None}
+    return {"pairs": pairs, "metrics": pair_metrics(pairs), "cv": cv, "n_train": meta.n_train,
+            "chosen": cv.chosen, "out_of_fold": oof is not None}
 
 
 def _gene_groups(space) -> dict[str, list[int]]:

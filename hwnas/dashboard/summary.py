@@ -120,7 +120,8 @@ def compare_summary(series: dict[tuple[str, str], data.RunFront], budget: float,
         df = front.df
         pick, how = pick_under(front, budget, step)
         acc = accuracy_error(front.files, front.search) or {}
-        cv = (predictor_meta(front.files, device).get("cv") or {}).get("chosen_metrics") or {}
+        meta = predictor_meta(front.files, device)
+        cv = meta.cv.chosen_metrics if meta is not None else {}
         measured = df[df["measured_top1"].notna() & df["measured"].notna() & (df["measured"] <= budget)]
         rows.append({
             "run": run, "device": device, "front size": str(int(df["on_front"].sum())),

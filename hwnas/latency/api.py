@@ -115,7 +115,7 @@ def fit_from_table(table_csv: str | Path, target_column: str, out_json: str | Pa
     pred, report = fit_best(m, y, net=net, kinds=kinds, base=_load_base(base),
                             entries_lut=_load_entries(entries, net),
                             folds=folds, seed=seed, device=device, target=target_column)
-    pred.meta.notes["table"] = str(table_csv)
+    pred.meta.notes.table = str(table_csv)
     pred.save(out_json)
     return pred, report
 
@@ -320,9 +320,9 @@ def fit_from_run(run_dir: str | Path, device: str, *, out_json: str | Path | Non
                             folds=folds, seed=seed, device=device, target=target)
     # which subnets it was fitted on, by id: every held-out figure is computed from this, not from file times
     fitted_on = sorted(set(subnets["key"].astype(str))) if "key" in subnets.columns else None
-    pred.meta.notes.update(run=str(run_dir), block_entries=0 if entries_lut is None else
-                           int(entries_lut.meta.notes.get("entries", 0)),
-                           **({"fitted_on": fitted_on} if fitted_on is not None else {}))
+    notes = pred.meta.notes
+    notes.run, notes.fitted_on = str(run_dir), fitted_on
+    notes.block_entries = 0 if entries_lut is None else int(entries_lut.meta.notes.entries or 0)
     out = Path(out_json) if out_json is not None else RunFiles(Path(run_dir)).latency_predictor(device)
     pred.save(out)
     report["path"] = str(out)

@@ -23,15 +23,15 @@ import json
 import threading
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 from hwnas.errors import CheckpointError, InputError, shown
-from hwnas.families import DEFAULT_FAMILY, NetworkSpec
+from hwnas.families import NetworkSpec
 from hwnas.fileio import read_npz
+from hwnas.latency.record import PredictorMeta
 
 __all__ = ["LatencyPredictor", "PredictorMeta", "ArchLike", "register", "predictor_class",
            "predictor_kinds", "load_predictor", "family_matrix", "FORMAT", "VERSION"]
@@ -84,33 +84,6 @@ def candidate_classes() -> list[type[LatencyPredictor]]:
     _ensure_registered()
     ranked = [c for c in _REGISTRY.values() if c.candidate_rank is not None]
     return sorted(ranked, key=lambda c: c.candidate_rank)
-
-
-@dataclass(kw_only=True)
-class PredictorMeta:
-    """What a predictor was fitted for and on (its file's ``meta``). `cv` is the cross-validation
-    report of the chosen candidate (`hwnas.latency.select`), when it was chosen by `fit_best`."""
-
-    device: str = ""
-    family: str  # the search-space family of the rows
-    width_mult: float
-    n_classes: int
-    target: str = "ms"  # the column / quantity it learned (e.g. corrected_ms)
-    n_train: int = 0
-    cv: dict[str, Any] = field(default_factory=dict)
-    notes: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, obj: Mapping[str, Any]) -> PredictorMeta:
-        # files written before families name none: they are the first family's (ImageNet-sized)
-        known = {"family": DEFAULT_FAMILY, "width_mult": 1.0, "n_classes": 1000,
-                 **{k: v for k, v in obj.items() if k in cls.__dataclass_fields__}}
-        return cls(**known)
-
-    @property
-    def net(self) -> NetworkSpec:
-        """The networks it predicts."""
-        return NetworkSpec(self.family, self.width_mult, self.n_classes)
 
 
 def check_targets(ms: Any, n: int) -> np.ndarray:
@@ -269,7 +242,7 @@ class LatencyPredictor(ABC):
             raise InputError(f"cannot save an unfitted {self.kind} predictor; fit it first")
         state, arrays = self._state()
         doc = {"format": FORMAT, "version": VERSION, "kind": self.kind, "params": self.get_params(),
-               "meta": asdict(self.meta), "state": state}
+               "meta": self.meta.to_dict(), "state": state}
         return doc, arrays
 
     @classmethod

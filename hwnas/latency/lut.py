@@ -188,7 +188,7 @@ class LookupTablePredictor(LatencyPredictor):
         _check_blocks(table, net, source)
         pred.entries = table
         pred.meta.device = device
-        pred.meta.notes["entries"] = int(len(table))
+        pred.meta.notes.entries = int(len(table))
         pred._fitted = True
         return pred
 

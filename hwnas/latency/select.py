@@ -23,6 +23,7 @@ from hwnas.errors import InputError
 from hwnas.families import NetworkSpec
 from hwnas.latency.base import ArchLike, LatencyPredictor, candidate_classes, check_targets, predictor_kinds
 from hwnas.latency.lut import LookupTablePredictor
+from hwnas.latency.record import FitReport
 from hwnas.latency.metrics import summary
 
 __all__ = ["default_candidates", "cross_val_predict", "cross_validate", "fit_best", "candidate_kinds",
@@ -195,7 +196,7 @@ def fit_best(archs: ArchLike, ms: Any, *, net: NetworkSpec | None = None, kinds:
               # the chosen model's out-of-fold log(measured / predicted), sorted: what a search's
               # latency bound at a stated confidence is the quantile of (`hwnas.search.risk`)
               "oof_log_ratios": sorted(round(float(r), 6) for r in residuals[pick])}
-    chosen.meta.cv = report
+    chosen.meta.cv = FitReport.model_validate(report)
     chosen.meta.device = device or chosen.meta.device
     chosen.meta.target = target
     return chosen, report

@@ -71,14 +71,14 @@ class TransferPredictor(LatencyPredictor):
     def describe(self) -> str:
         if self.base is None:
             return f"transfer(?, features={self.features})"
-        prior = self.base.meta.notes.get("prior")  # a runtime prior (`hwnas.latency.priors`) by its name
+        prior = self.base.meta.notes.prior  # a runtime prior (`hwnas.latency.priors`) by its name
         source = f"prior {prior}" if prior else self.base.describe()
         return f"transfer({source}, features={self.features})"
 
     @property
     def from_prior(self) -> bool:
         """Whether the source is a runtime prior (`hwnas.latency.priors`) rather than a device's."""
-        return bool(self.base is not None and self.base.meta.notes.get("prior"))
+        return bool(self.base is not None and self.base.meta.notes.prior)
 
     def slope(self) -> float:
         """d log(ms) / d log(source ms) of the fitted model: 1 when the target's latencies scale

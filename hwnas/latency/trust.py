@@ -30,7 +30,7 @@ def held_out_quality(run_dir: str | Path, device: str, predictor: Any, target: s
     from hwnas.profiling.store import read_measurements
     from hwnas.run import open_run
 
-    fitted = (getattr(predictor.meta, "notes", None) or {}).get("fitted_on")
+    fitted = predictor.meta.notes.fitted_on
     if not isinstance(fitted, list):
         return None
     df = read_measurements(run_dir, device=device, kind="subnet")

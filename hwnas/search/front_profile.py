@@ -70,9 +70,9 @@ def profile_front(run: Any, device: str, n: int, *, seed: int = 0, devices_file:
                     protocol=protocol or ProtocolSettings(seed=seed), progress=progress)
     pred, report = fit_from_run(run.run_dir, device, width_mult=run.space.width_mult, n_classes=run.n_classes,
                                 seed=seed)
-    pred.meta.notes["front"] = [a.id for a in archs]  # what `front_profiled` reads: a rerun skips the stage
+    pred.meta.notes.front = [a.id for a in archs]  # what `front_profiled` reads: a rerun skips the stage
     pred.save(report["path"])
-    return {**report, "front": pred.meta.notes["front"]}
+    return {**report, "front": pred.meta.notes.front}
 
 
 def front_profiled(run: Any, device: str) -> list[str] | None:
@@ -81,5 +81,5 @@ def front_profiled(run: Any, device: str) -> list[str] | None:
     from hwnas.latency import load_predictor
 
     path = run.files.latency_predictor(device)
-    front = load_predictor(path).meta.notes.get("front") if path.exists() else None
+    front = load_predictor(path).meta.notes.front if path.exists() else None
     return [str(i) for i in front] if isinstance(front, list) else None

@@ -31,8 +31,7 @@ DEFAULT_MARGIN = 0.02
 def latency_bound(predictor: Any, confidence: float) -> dict[str, Any]:
     """{confidence, n, log_ratio, factor, note}: the factor a prediction is multiplied by for the
     budget check (1.0 when `confidence` is 0 or the predictor records no residuals)."""
-    residuals = np.asarray(((getattr(getattr(predictor, "meta", None), "cv", None) or {}).get("oof_log_ratios")
-                            or []), float)
+    residuals = np.asarray(predictor.meta.cv.oof_log_ratios if predictor is not None else [], float)
     residuals = residuals[np.isfinite(residuals)]
     if confidence <= 0:
         return {"confidence": 0.0, "n": int(len(residuals)), "factor": 1.0, "note": "point prediction"}
@@ -59,7 +58,7 @@ def typical_rel_se(run_dir: Any, device: str, predictor: Any = None) -> float:
     df = read_measurements(run_dir, device=device, kind="subnet")
     if df.empty or "rel_se" not in df.columns:
         return 0.0
-    fitted = (getattr(getattr(predictor, "meta", None), "notes", None) or {}).get("fitted_on")
+    fitted = predictor.meta.notes.fitted_on if predictor is not None else None
     if isinstance(fitted, list) and fitted:
         df = df[df["key"].astype(str).isin({str(i) for i in fitted})]
     se = df["rel_se"].astype(float)

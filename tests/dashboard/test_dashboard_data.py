@@ -41,6 +41,7 @@ def test_held_out_figures_are_the_same_for_a_run_copied_with_new_file_times(tmp_
     import shutil
 
     from hwnas.dashboard.quality import HELD_OUT, fitted_ids, latency_quality
+    from hwnas.latency.record import PredictorMeta
     from hwnas.latency.api import fit_from_run
     from hwnas.profiling.store import MeasurementStore, read_measurements, stats_row
     from hwnas.devices.stats import summarize
@@ -49,7 +50,7 @@ def test_held_out_figures_are_the_same_for_a_run_copied_with_new_file_times(tmp_
     store = read_measurements(demo_run, device="cpu-ort", kind="subnet")
     fit_from_run(demo_run, "cpu-ort", kinds=["analytic"], seed=0)
     meta = json.loads((demo_run / "predictors" / "latency-cpu-ort.json").read_text())["meta"]
-    assert fitted_ids(meta) == set(store["key"].astype(str))
+    assert fitted_ids(PredictorMeta.from_dict(meta)) == set(store["key"].astype(str))
     run = open_run(demo_run, create=False)
     later = run.space.sample(3, np.random.default_rng(7))  # measured after the fit: held out
     MeasurementStore(demo_run).append([stats_row("cpu-ort", "subnet", a.id, summarize([1.0, 1.01], warmup=1,

@@ -35,7 +35,7 @@ def test_fit_predict_roundtrip(small_table, tmp_path):
                                   device="cpu-ort")
     loaded = load_predictor(tmp_path / "p.json")
     assert loaded.meta.device == "cpu-ort" and loaded.meta.target == "ort_ms"
-    assert loaded.meta.cv["chosen"] == report["chosen"] and loaded.meta.n_classes == 10
+    assert loaded.meta.cv.chosen == report["chosen"] and loaded.meta.n_classes == 10
     out = predict_table(tmp_path / "p.json", path, tmp_path / "out.csv")
     written = pd.read_csv(tmp_path / "out.csv")
     assert list(written.columns) == list(df.columns) + ["predicted_ms"]
@@ -129,7 +129,7 @@ def test_fit_from_run_reads_the_store(tmp_path):
     table.to_parquet(tmp_path / "measurements.parquet", index=False)
     pred, report = fit_from_run(tmp_path, "cpu-ort", n_classes=10, kinds=["analytic", "lut"])
     assert pred.meta.n_train == 40 and pred.meta.device == "cpu-ort"  # repeats merged
-    assert pred.meta.notes["block_entries"] == len(entries)
+    assert pred.meta.notes.block_entries == len(entries)
     assert any("entries" in r["name"] for r in report["candidates"])
     assert (tmp_path / "predictors" / "latency-cpu-ort.json").exists()
     with pytest.raises(InputError, match="no measurements"):

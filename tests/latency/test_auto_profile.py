@@ -30,7 +30,7 @@ def test_auto_stops_when_the_cv_error_stops_improving():
     m, y, df = read_latency_table(SUBNETS, "ort_ms", "ofa-mbv3")
     y = 0.5 * (y + df["ort_ms_repeat"].to_numpy())
     prior = AnalyticPredictor("compact", "log", 1e-3, net=NetworkSpec("ofa-mbv3", 1.0, 10)).fit(m[:150], y[:150])
-    prior.meta.notes["prior"] = "first-150"
+    prior.meta.notes.prior = "first-150"
     space = SearchSpace(r_choices=tuple(range(32, 65, 4)))
     truth = {a.id: v for a, v in zip(space.from_matrix(m[150:]), y[150:])}
     asked: list[int] = []

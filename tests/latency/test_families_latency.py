@@ -143,7 +143,7 @@ def test_blocks_profile_makes_a_lookup_table(family, family_run):
     pred, report = fit_from_run(run.run_dir, "cpu-ort", n_classes=run.n_classes, kinds=["lut"], folds=4,
                                 out_json=run.run_dir / "lut.json")
     names = [c["name"] for c in report["candidates"]]
-    assert "lut(mode=entries)" in names and pred.meta.notes["block_entries"] == len(blocks)
+    assert "lut(mode=entries)" in names and pred.meta.notes.block_entries == len(blocks)
     entries_lut = LookupTablePredictor.from_entries(
         blocks.assign(**{c: [e[c] for e in entries] for c in layout.entry_columns}),
         net=NetworkSpec(family, space.width_mult, run.n_classes), ms_column="corrected_ms")

@@ -48,7 +48,7 @@ def test_a_transfer_missing_many_more_rows_is_not_kept_for_its_squared_error():
 
 def test_shipped_prior_is_retargeted_and_joins_the_candidates():
     (prior,) = runtime_priors(NetworkSpec("ofa-mbv3", 1.2, 1000))
-    assert prior.meta.n_classes == 1000 and prior.meta.width_mult == 1.2 and prior.meta.notes["prior"] == "cpu-ort"
+    assert prior.meta.n_classes == 1000 and prior.meta.width_mult == 1.2 and prior.meta.notes.prior == "cpu-ort"
     assert runtime_priors(NetworkSpec("ofa-resnet50", 1.0, 1000)) == []
     names = [c.describe() for c in default_candidates(20, net=NetworkSpec("ofa-mbv3", 1.2, 1000), priors=[prior])]
     assert names[:2] == ["transfer(prior cpu-ort, features=none)", "transfer(prior cpu-ort, features=compact)"]
@@ -68,7 +68,7 @@ def test_few_rows_with_a_prior_beat_todays_choice_and_save(ort, tmp_path):
     100 held-out rows (the shipped prior saw every row, so it is not used here)."""
     m, y = ort.m, ort.y
     prior = AnalyticPredictor("compact", "log", 1e-3, net=NetworkSpec("ofa-mbv3", 1.0, ort.n_classes)).fit(m[:150], y[:150])
-    prior.meta.notes["prior"] = "cpu-first-150"
+    prior.meta.notes.prior = "cpu-first-150"
     new_err, old_err = [], []
     for s in range(3):
         tr = 150 + np.random.default_rng(s).permutation(50)[:15]

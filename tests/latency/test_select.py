@@ -31,7 +31,7 @@ def test_fit_best_reports_and_picks_by_the_documented_criterion(ort):
     _, old = fit_best(m[:40], y[:40], net=NetworkSpec("ofa-mbv3", 1.0, ort.n_classes), kinds=["analytic", "lut"], criterion="within-10")
     legacy = max(old["candidates"], key=lambda r: (r["within_10"], -r["rmse_log"]))
     assert old["chosen"] == legacy["name"] and old["criterion"] == "within-10"
-    assert pred.meta.cv["chosen"] == pred.describe() and pred.meta.n_train == 40
+    assert pred.meta.cv.chosen == pred.describe() and pred.meta.n_train == 40
     for r in rows:
         assert 0 <= r["within_10"] <= 1 and r["rmse_log"] > 0
 

@@ -43,7 +43,7 @@ def test_the_front_is_profiled_and_the_predictor_refitted_on_it(run):
     measured = set(read_measurements(run.run_dir, device=DEV, kind="subnet")["key"])
     assert set(report["front"]) <= measured and len(measured) >= 6 + 1
     pred = load_predictor(run.files.latency_predictor(DEV))
-    assert set(report["front"]) <= set(pred.meta.notes["fitted_on"])  # trained where the search looks
+    assert set(report["front"]) <= set(pred.meta.notes.fitted_on)  # trained where the search looks
     assert front_profiled(run, DEV) == report["front"]
 
 

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from hwnas.families import NetworkSpec
+from hwnas.latency.record import FitReport
 from hwnas.search.risk import latency_bound
 
 
 def predictor(residuals) -> SimpleNamespace:
-    return SimpleNamespace(meta=SimpleNamespace(cv={"oof_log_ratios": list(residuals)}))
+    return SimpleNamespace(meta=SimpleNamespace(cv=FitReport(oof_log_ratios=list(residuals))))
 
 
 def test_the_bound_is_the_conformal_quantile_of_the_residuals():
@@ -41,7 +42,7 @@ def test_a_fitted_predictor_records_its_out_of_fold_residuals():
     ms = np.array([count_params_macs(a, 10)[1] / 1e7 for a in archs]) * np.random.default_rng(1).lognormal(0, 0.05, 30)
     pred, report = fit_best(archs, ms, kinds=["analytic"], net=NetworkSpec("ofa-mbv3", 1.0, 10), priors=())
     r = report["oof_log_ratios"]
-    assert len(r) == 30 and r == sorted(r) and pred.meta.cv["oof_log_ratios"] == r
+    assert len(r) == 30 and r == sorted(r) and pred.meta.cv.oof_log_ratios == r
 
 
 def test_a_bound_that_leaves_no_subnet_falls_back_to_the_point_predictions(tiny_supernet, tmp_path):
@@ -62,7 +63,7 @@ def test_a_bound_that_leaves_no_subnet_falls_back_to_the_point_predictions(tiny_
     doc = json.loads(path.read_text())
     doc["meta"]["cv"] = {"oof_log_ratios": [float(np.log(10.0))] * 40}
     path.write_text(json.dumps(doc))
-    assert load_predictor(path).meta.cv["oof_log_ratios"]
+    assert load_predictor(path).meta.cv.oof_log_ratios
     fastest = float(np.min(lat.predict(run.space.to_matrix(run.space.sample(2000, np.random.default_rng(0))))))
     res = run_search(run.run_dir, "cpu-ort", fastest * 1.05, pareto=True, verify=False, plot=False,
                      population=20, generations=4)

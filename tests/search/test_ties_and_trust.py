@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from hwnas.latency.record import PredictorNotes
 from hwnas.search.ties import order_predicted_ties, order_ties, top1_se
 
 
@@ -42,7 +43,7 @@ def test_predicted_ties_are_measured_fastest_first():
 
 class _Pred:
     def __init__(self, fitted, scale=1.0, noise=None):
-        self.meta = SimpleNamespace(notes={"fitted_on": fitted})
+        self.meta = SimpleNamespace(notes=PredictorNotes(fitted_on=fitted))
         self.scale, self.noise = scale, noise
 
     def predict(self, m):
@@ -69,7 +70,7 @@ def test_a_poor_predictor_on_held_out_subnets_is_flagged(tmp_path, monkeypatch):
     assert bad["poor"] and bad["within_10"] < 0.5
     assert "--samples auto" in trust.trust_warning("dev", bad) and "hwnas latency fit" in trust.trust_warning("dev", bad)
     assert trust.held_out_quality(tmp_path, "dev", _Pred(list(df["key"]))) is None  # nothing held out
-    assert trust.held_out_quality(tmp_path, "dev", SimpleNamespace(meta=SimpleNamespace(notes={}))) is None
+    assert trust.held_out_quality(tmp_path, "dev", SimpleNamespace(meta=SimpleNamespace(notes=PredictorNotes()))) is None
 
 
 def test_too_few_fitting_refits_the_latency_predictors_and_searches_again(monkeypatch, tmp_path):

@@ -42,7 +42,7 @@ def _latency_quality(q: dict, device: str, pick: dict | None) -> None:
     held, oof = by_split.loc[HELD_OUT], by_split.loc[OUT_OF_FOLD]
     items = [(f"Held-out: within ±10 % (n={int(held['n'])})", fmt_num(held["within ±10 %"], ".0f", " %"),
               "Subnets the predictor was not fitted on (its file lists the ones it was): measured later by search verification or exports."),
-             (f"Cross-validation: within ±10 % ({cv.get('folds', '?')}-fold out-of-fold, n={int(oof['n'])})",
+             (f"Cross-validation: within ±10 % ({cv.folds or '?'}-fold out-of-fold, n={int(oof['n'])})",
               fmt_num(oof["within ±10 %"], ".0f", " %"),
               "The subnets it was fitted on, each predicted by the fold model that did not see it.")]
     if IN_SAMPLE in by_split.index:
@@ -76,10 +76,10 @@ def _latency_quality(q: dict, device: str, pick: dict | None) -> None:
         color=alt.Color("split:N", title=None, legend=charts.legend(),
                         scale=alt.Scale(domain=splits, range=["#d62728", "#9e9e9e", "#1f77b4"][:len(splits)])))
     st.altair_chart(charts.svg(hist.properties(height=charts.with_legend(220, len(splits)))), width="stretch")
-    cands = pd.DataFrame(cv.get("candidates") or [])
+    cands = pd.DataFrame(cv.candidates)
     if not cands.empty:
-        st.markdown(f"**Cross-validation of the candidate models** (chosen: {md_code(cv.get('chosen'))}; "
-                    f"{md(cv.get('criterion', ''))})")
+        st.markdown(f"**Cross-validation of the candidate models** (chosen: {md_code(cv.chosen)}; "
+                    f"{md(cv.criterion or '')})")
         cands["name"] = stats.distinct_names(cands["name"], cands.get("params", [None] * len(cands)))
         keep = [c for c in ("name", "n", "within_5", "within_10", "rmse_ms", "mape", "kendall_tau", "seconds")
                 if c in cands.columns]
