@@ -21,6 +21,8 @@ import pandas as pd
 
 from hwnas.dashboard import stats
 from hwnas.export.budget import bundle_latency
+from hwnas.export.manifest import BundleError, read_meta
+from hwnas.export.record import BundleRecord
 from hwnas.run import RunFiles
 from hwnas.search.columns import MEASURED_TOP1, TOP1_PRED, TOP1_STD, measured_ms, ms_pred
 from hwnas.search.record import SearchRecord, read_search
@@ -555,11 +557,12 @@ def load_exports(files: RunFiles, front: pd.DataFrame | None = None,
     for path in sorted(files.exports.glob("*/model.json")):
         folder = path.parent
         try:
-            meta = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            rows.append({"bundle": folder.name, "status": "unreadable", "flags": "model.json is unreadable",
+            meta = read_meta(folder)  # checked against the bundle schema (`hwnas.export.record`)
+        except (OSError, BundleError) as err:
+            rows.append({"bundle": folder.name, "status": "unreadable", "flags": f"model.json is unreadable: {err}",
                          "in_front": False, "path": str(folder)})
             continue
+        record = BundleRecord.model_validate(meta)
         try:
             verify = json.loads((folder / "verify.json").read_text())
         except (OSError, json.JSONDecodeError):
@@ -573,11 +576,11 @@ def load_exports(files: RunFiles, front: pd.DataFrame | None = None,
         budget = budget_of(search, device)
         # the bundle's own judgement by the search's rule; a bare comparison for bundles without one
         over = within is False if within is not None else bool(budget is not None and ms is not None and ms > budget)
-        status = meta.get("status") or verify.get("status") or "unknown"
+        status = record.status
         if verify and not verify.get("passed", True):
             status = "failed"
         flags = []
-        if meta.get("id") not in ids:
+        if record.id not in ids:
             flags.append("orphaned: not in the current pareto.csv")
         elif current and sid and sid != current:
             flags.append("stale: exported from an earlier search")
@@ -588,12 +591,12 @@ def load_exports(files: RunFiles, front: pd.DataFrame | None = None,
         if status != "verified":
             flags.append(f"verification {status}")
         top1, drop = bundle_top1(meta)
-        rows.append({"bundle": folder.name, "id": meta.get("id"), "device": device, "status": status,
-                     "measured_top1": top1, "top1_n": (meta.get("accuracy") or {}).get("n"), "int8_drop": drop,
+        rows.append({"bundle": folder.name, "id": record.id, "device": device, "status": status,
+                     "measured_top1": top1, "top1_n": record.accuracy.n, "int8_drop": drop,
                      "measured_ms": ms, "predicted_top1": predicted.get("top1"),
                      "predicted_ms": predicted.get("latency_ms"), "budget_ms": budget, "over_budget": over,
                      "search_id": sid, "current_search": bool(current and sid == current),
-                     "in_front": meta.get("id") in ids, "flags": "; ".join(flags) or "ok", "path": str(folder)})
+                     "in_front": record.id in ids, "flags": "; ".join(flags) or "ok", "path": str(folder)})
     return pd.DataFrame(rows, columns=cols)
 
 

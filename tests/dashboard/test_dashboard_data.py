@@ -152,10 +152,20 @@ def test_slider_covers_every_runs_budget(demo_run):
     assert lo <= front.df["ms"].min() and hi >= 2.3 and start == pytest.approx(1.5, abs=step)
 
 
+def _manifest() -> dict:
+    from hwnas.export.manifest import FORMAT, VERSION
+
+    return {"format": FORMAT, "version": VERSION, "id": "abc", "status": "verified",
+            "accuracy": {"top1": 97.0, "n": 500}}
+
+
+MANIFEST = _manifest()  # the least model.json that fits the bundle schema
+
+
 def test_exports_are_listed_with_flags(tmp_path):
     b = tmp_path / "exports" / "abc-cpu-ort"
     b.mkdir(parents=True)
-    (b / "model.json").write_text(json.dumps({"id": "abc", "status": "verified", "accuracy": {"top1": 97.0, "n": 500},
+    (b / "model.json").write_text(json.dumps({**MANIFEST, "accuracy": {"top1": 97.0, "n": 500},
                                               "latency": {"measured": {"corrected_ms": 1.2}},
                                               "predicted": {"top1": 97.5, "latency_ms": 1.1,
                                                             "row": {"search_id": "old"}}}))
@@ -169,6 +179,9 @@ def test_exports_are_listed_with_flags(tmp_path):
     assert row["over_budget"] and "orphaned" in row["flags"] and "over the current 1 ms budget" in row["flags"]
     row = load_exports(RunFiles(tmp_path), pd.DataFrame({"id": ["abc"], "search_id": ["new"]}), search).iloc[0]
     assert "stale" in row["flags"]
+    (b / "model.json").write_text(json.dumps({**MANIFEST, "accuracy": {"top1": "high"}}))  # someone else's, damaged
+    row = load_exports(RunFiles(tmp_path), front, search).iloc[0]
+    assert row["status"] == "unreadable" and "does not fit the bundle schema (accuracy" in row["flags"]
 
 
 def test_an_orphaned_bundle_for_another_device_is_not_current(demo_run):
@@ -176,7 +189,7 @@ def test_an_orphaned_bundle_for_another_device_is_not_current(demo_run):
     files = RunFiles(demo_run)
     b = files.bundle("abc", "cpu-ort")
     b.mkdir(parents=True)
-    (b / "model.json").write_text(json.dumps({"id": "abc", "status": "verified"}))
+    (b / "model.json").write_text(json.dumps(MANIFEST))
     (b / "verify.json").write_text(json.dumps({"passed": True, "device": "cpu-ort"}))
     state = data.exports_state(load_exports(files), "cpu-openvino")
     assert state["status"] == "none current" and (state["current"], state["total"]) == (0, 1)
@@ -191,8 +204,8 @@ def test_an_int8_bundle_shows_its_int8_top1(tmp_path):
     """An INT8 bundle ships the quantized model: its measured top-1 is the INT8 one, with the drop."""
     b = tmp_path / "exports" / "abc-cpu-ort-int8"
     b.mkdir(parents=True)
-    (b / "model.json").write_text(json.dumps({"id": "abc", "status": "verified", "accuracy": {
-        "top1": 97.0, "int8": {"top1_int8": 96.6, "top1_fp32": 97.0, "drop": 0.4}}}))
+    (b / "model.json").write_text(json.dumps({**MANIFEST, "accuracy": {
+        "top1": 97.0, "n": 500, "int8": {"top1_int8": 96.6, "top1_fp32": 97.0, "drop": 0.4}}}))
     (b / "verify.json").write_text(json.dumps({"passed": True, "device": "cpu-ort-int8"}))
     row = load_exports(RunFiles(tmp_path)).iloc[0]
     assert row["device"] == "cpu-ort-int8" and row["measured_top1"] == 96.6 and row["int8_drop"] == 0.4
