@@ -63,6 +63,23 @@ def test_selection_reports_out_of_fold_metrics_and_beats_the_memorising_mlp(smal
     assert report["clip"] == [float(y.min()), float(y.max())] and best.meta["metrics"] is report
 
 
+def test_the_one_se_rule_takes_the_simplest_candidate_within_one_se(small_space):
+    m, y = _noisy_table(small_space, 80, noise=0.5)
+    cands = [("ridge", {"features": "compact"}), ("gp", {"features": "compact"})]
+    lowest = fit_best_accuracy(small_space, m, y, candidates=cands, curve=())[1]
+    one_se = fit_best_accuracy(small_space, m, y, candidates=cands, curve=(), criterion="one-se")[1]
+    order = [c["kind"] for c in lowest["candidates"]]
+    assert one_se["criterion"] == "one-se" and lowest["criterion"] == "lowest"
+    assert lowest["chosen"]["kind"] == min(lowest["candidates"], key=lambda c: c["mae"])["kind"]
+    assert order.index(one_se["chosen"]["kind"]) <= order.index(lowest["chosen"]["kind"])  # never more complex
+    # a candidate far worse than the best is not within one SE of it, first in the list or not
+    bad_first = [("mlp", {"epochs": 150}), ("ridge", {"features": "compact"})]
+    assert fit_best_accuracy(small_space, m, y, candidates=bad_first, curve=(),
+                             criterion="one-se")[1]["chosen"]["kind"] == "ridge"
+    with pytest.raises(ValueError, match="criterion"):
+        fit_best_accuracy(small_space, m, y, candidates=cands, criterion="best")
+
+
 def test_predictor_files_fail_with_one_line_errors(small_space, tmp_path):
     m, y = _noisy_table(small_space, 40)
     path = make_accuracy_predictor("ridge", small_space).fit(m, y).save(tmp_path / "acc.json")
