@@ -59,7 +59,8 @@ def default_budget(run: Any, device: str, samples: int, seed: int) -> float:
 
     ids = {a.id for a in select_subnets(run.space, samples, seed=seed, n_classes=run.n_classes)}
     df = read_measurements(run.run_dir, device=device, kind="subnet")
-    ms = df.loc[df["key"].astype(str).isin(ids), "corrected_ms"].to_numpy()
+    own = df["key"].astype(str).isin(ids)
+    ms = df.loc[own if own.any() else df.index, "corrected_ms"].to_numpy()
     lo, hi = float(np.min(ms)), float(np.max(ms))
     return round(lo + 0.4 * (hi - lo), 3)
 
