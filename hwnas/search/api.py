@@ -275,7 +275,8 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
         # evaluation on the test split costs minutes on a slow CPU and decides nothing for a
         # subnet over budget. Those the accuracy predictor cannot tell from the best go fastest
         # first; then those with room for the margin in their prediction.
-        tie_delta = float((accuracy.out_of_fold or {}).get("mae", 0.0)) if s.ties_fastest_first else 0.0
+        oof_mae = float((accuracy.out_of_fold or {}).get("mae", 0.0))
+        tie_delta = oof_mae if s.ties_fastest_first else 0.0
         load = {i: max(table.cols[ms_key(d)][i] / b for d, b in budgets.items()) for i in cand} if tie_delta else {}
         cand, n_tied = order_predicted_ties(cand, table.cols[TOP1], load, tie_delta)
         predicted_ties = {"rule": PREDICTED_TIE_RULE, "on": s.ties_fastest_first, "delta": round(tie_delta, 4),
@@ -294,8 +295,15 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
         measure_top1(ver.accepted)
         if s.baselines:
             fronted = [i for i in range(len(table)) if on_front[i] and prec_of[i] == "fp32"]
+            top1_pred = np.full(len(table), np.nan)  # the prediction itself, not the risk-adjusted objective
+            if fronted and "fp32" in problems:
+                top1_pred[fronted] = problems["fp32"].top1_estimate(table.m[fronted])[0]
+            # tried down to two out-of-fold errors below a baseline: the predictor's, not the subnets', shortfall
             versus = versus_baselines(run, table, fronted, devices[0], ver.measured, top1_measured, measure,
-                                      measure_top1, margin, devices_file=s.devices_file, protocol=s.protocol)
+                                      measure_top1, margin, devices_file=s.devices_file, protocol=s.protocol,
+                                      slack=2 * oof_mae,
+                                      latency_factor=risk["fp32"][devices[0]]["factor"] if "fp32" in risk else 1.0,
+                                      top1_pred=top1_pred)
     verify_s = time.perf_counter() - t
     # measured top-1 decides which of those that fit are returned, and their order
     chosen = sorted(ver.accepted, key=lambda i: -top1_measured[i])[:top_k] if s.verify else cand[:top_k]

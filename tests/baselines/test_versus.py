@@ -40,7 +40,7 @@ def setup(monkeypatch):
 
     archs = space.from_matrix(m)
     return SimpleNamespace(run=SimpleNamespace(space=space), table=table, measure=measure, calls=calls,
-                           archs=archs, true_top1=true_top1)
+                           archs=archs, true_top1=true_top1, baselines=baselines)
 
 
 def test_each_baseline_gets_the_fastest_measured_subnet_that_beats_it(setup):
@@ -73,6 +73,33 @@ def test_verified_subnets_are_reused_before_anything_is_measured(setup):
     out = versus_baselines(s.run, s.table, range(6), D, measured, top1, s.measure, lambda rows: None, 0.02)
     assert {e["name"]: e["dominated_by"] for e in out}["lcnet_050"] == s.archs[1].id
     assert s.calls["measure"] == 0
+
+
+def test_a_pessimistic_predictor_still_finds_the_subnet_that_beats_a_baseline(setup):
+    """At the front's fast end the accuracy predictor ran pessimistic and the latency predictor
+    optimistic: tries go to rows predicted within `slack` of the baseline, under the search's
+    latency bound first, and the first try wins."""
+    from hwnas.search.versus import versus_baselines
+
+    s = setup
+    measured, top1 = {}, {}
+
+    def measure_top1(rows):  # every subnet measures 0.9 points above its prediction
+        s.calls["top1"] += len(rows)
+        top1.update({i: float(s.table.cols[TOP1][i]) + 0.9 for i in rows})
+
+    def run(**kw):
+        measured.clear(), top1.clear()
+        s.calls.update(measure=0, top1=0)
+        out = versus_baselines(s.run, s.table, range(6), D, measured, top1, s.measure, measure_top1, 0.02, **kw)
+        return {e["name"]: e for e in out}["lcnet_050"]
+
+    # lcnet_050: 91.5 % at 2.6 ms; with the baseline moved to 92.8 %, no row is predicted above it
+    s.baselines[0]["top1"] = 92.8
+    assert run()["dominated_by"] is None  # row 3 (93.0 predicted) measures 2.625 ms: too slow
+    won = run(slack=1.0, latency_factor=1.2)
+    assert won["dominated_by"] == s.archs[2].id and won["dominated_by_top1"] == pytest.approx(92.9)
+    assert s.calls["measure"] == 1  # row 2 first: 2.0 ms x 1.2 fits 2.6 / 1.02, row 3 would not
 
 
 def test_the_dashboard_reads_baselines_from_search_json_and_refuses_odd_ids(tmp_path):
