@@ -34,9 +34,14 @@ def test_quickstart_pipeline_on_a_tiny_budget(tmp_path):
         measured = best["measured_ms"]["cpu-ort"]
         assert best["verified"] and measured is not None and measured <= budget
         assert best["measured_top1"] is not None  # evaluated on the test split, beside the prediction
-    fits = {r["id"] for r in search["verification"] if r["accepted"]}  # only those are evaluated
+    fits = {r["id"] for r in search["verification"] if r["accepted"]}  # evaluated: those, and
     assert front.loc[front["id"].isin(fits), "measured_top1"].notna().all()
-    assert front.loc[front["verified"] & ~front["id"].isin(fits), "measured_top1"].isna().all()
+    # the baselines' tries that fit a baseline's latency (`hwnas.search.versus`); nothing else
+    margin = search["acceptance"]["latency"]["margin"]
+    slowest_baseline = max((b["measured_ms"]["cpu-ort"] for b in search["baselines"]), default=0.0)
+    others = front["verified"] & ~front["id"].isin(fits)
+    tried = others & (front["measured_ms"] * (1 + margin) <= slowest_baseline)
+    assert front.loc[others & ~tried, "measured_top1"].isna().all()
     assert search["acceptance"]["latency"]["margin"] > 0
     measured_ids = set(read_measurements(run, device="cpu-ort", kind="subnet")["key"])
     assert {b["id"] for b in search["best"]} <= measured_ids
