@@ -35,8 +35,6 @@ CURVE = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 
 def _noise(df) -> dict:
     """The table's measurement noise against the subnets' spread."""
-    from hwnas.latency.metrics import kendall_tau
-
     y = df["top1"].to_numpy(dtype=np.float64)
     n_images = int(df["n"].median()) if "n" in df else None
     p = float(np.mean(y)) / 100.0
@@ -79,7 +77,7 @@ def _recheck(run, df, m, k: int) -> dict:
 
 def main() -> None:
     from hwnas.accuracy.select import fit_best_accuracy
-    from hwnas.accuracy.table import frame_codes, read_accuracy_table
+    from hwnas.accuracy.table import table_codes_top1
     from hwnas.run import open_run
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -91,9 +89,7 @@ def main() -> None:
     args = ap.parse_args()
 
     run = open_run(args.run, create=False)
-    df = read_accuracy_table(run.run_dir, space=run.space)
-    m = frame_codes(run.space, df, str(run.files.accuracy))
-    y = df["top1"].to_numpy(dtype=np.float64)
+    df, m, y = table_codes_top1(run)
 
     per_seed = []
     for seed in args.seeds:

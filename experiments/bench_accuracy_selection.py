@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent
 
 def main() -> None:
     from hwnas.accuracy.select import CRITERIA, fit_best_accuracy, regression_metrics
-    from hwnas.accuracy.table import frame_codes, read_accuracy_table
+    from hwnas.accuracy.table import table_codes_top1
     from hwnas.run import open_run
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -39,9 +39,7 @@ def main() -> None:
     args = ap.parse_args()
 
     run = open_run(args.run, create=False)
-    df = read_accuracy_table(run.run_dir, space=run.space)
-    m = frame_codes(run.space, df, str(run.files.accuracy))
-    y = df["top1"].to_numpy(dtype=np.float64)
+    df, m, y = table_codes_top1(run)
     sizes = []
     for n in args.rows:
         if n >= len(y) - 10:

@@ -16,7 +16,7 @@ import numpy as np
 
 from hwnas.accuracy.predictors import AccuracyPredictor, MLPEnsemblePredictor, load_predictor_file
 from hwnas.accuracy.select import fit_best_accuracy
-from hwnas.accuracy.table import build_accuracy_table, frame_codes, read_accuracy_table
+from hwnas.accuracy.table import build_accuracy_table, read_accuracy_table, table_codes_top1
 from hwnas.errors import CheckpointError, HwnasError, InputError, SettingError
 from hwnas.run import RunFiles
 
@@ -39,12 +39,10 @@ def fit_accuracy_predictor(run, *, seed: int = 0, candidates=None, save: bool = 
                            ) -> tuple[AccuracyPredictor, dict[str, Any]]:
     """Choose and fit the accuracy predictor on the run's table by out-of-fold error; saved to
     `<run>/predictors/accuracy.json` (+ .npz). Returns (predictor, report)."""
-    df = read_accuracy_table(run.run_dir, space=run.space)
+    df, m, y = table_codes_top1(run)
     if len(df) < MIN_ROWS:
         raise InputError(f"the accuracy table of {run.run_dir} has {len(df)} subnets; fitting needs "
                          f"at least {MIN_ROWS}: build it with `hwnas accuracy build --run {run.run_dir}`")
-    m = frame_codes(run.space, df, str(run.files.accuracy))
-    y = df["top1"].to_numpy(dtype=np.float64)
     pred, report = fit_best_accuracy(run.space, m, y, n_classes=run.n_classes, candidates=candidates,
                                      seed=seed)
     pred.meta["table_sha256"] = table_fingerprint(df)

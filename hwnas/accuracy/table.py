@@ -24,7 +24,7 @@ from hwnas.errors import InputError, TableError
 from hwnas.fileio import atomic_path
 from hwnas.run import RunFiles
 
-__all__ = ["ACCURACY_TABLE", "accuracy_sample", "read_accuracy_table", "build_accuracy_table",
+__all__ = ["ACCURACY_TABLE", "accuracy_sample", "read_accuracy_table", "table_codes_top1", "build_accuracy_table",
            "measured_accuracy", "evaluate_into_table", "table_columns", "frame_codes", "values_frame"]
 
 ACCURACY_TABLE = RunFiles(Path("")).accuracy.name
@@ -112,6 +112,13 @@ def read_accuracy_table(run_dir: str | Path, name: str = ACCURACY_TABLE, space=N
         raise TableError(f"{path} has top-1 values that are not percentages (row {int(np.argmax(bad)) + 2}); "
                          "move it away and rebuild it with `hwnas accuracy build`")
     return df
+
+
+def table_codes_top1(run) -> tuple[Any, np.ndarray, np.ndarray]:
+    """(the run's accuracy table, its rows as the family's int matrix, their top-1 in %): what the
+    accuracy predictors are fitted on."""
+    df = read_accuracy_table(run.run_dir, space=run.space)
+    return df, frame_codes(run.space, df, str(run.files.accuracy)), df["top1"].to_numpy(dtype=np.float64)
 
 
 def _gather(rows: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
