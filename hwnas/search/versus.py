@@ -10,8 +10,8 @@ fit, evaluated on the test split, at most `tries` per baseline (`_next_try`: und
 upper bound first, `latency_factor`, which keeps the tries off the rows the latency predictor
 underprices, then under looser ones). The slack is the accuracy predictor's error, 0.3-0.4
 points pessimistic at the front's fast end, where no row was predicted above a baseline while
-subnets measured above it. A subnet counts only if ``measured_ms * (1 + margin) <= baseline_ms``, so the
-claim survives the noise of another timing session.
+subnets measured above it. A subnet counts only if ``measured_ms * (1 + margin) <= baseline_ms``,
+so the claim survives the noise of another timing session.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ def versus_baselines(run: Any, table: Batch, rows: Sequence[int], device: str, m
     stand against a baseline (fp32 front members); `measured` and `top1_measured` are the
     verification's, and grow with what is measured here; `measure_top1(rows)` evaluates rows
     into `top1_measured`. `top1_pred`: the accuracy predictor's top-1 per table row (default: the
-    table's objective, which subtracts the accuracy risk). At most `tries` rows are measured per baseline and `most` in all (a
-    test-split evaluation costs seconds to minutes)."""
+    table's objective, which subtracts the accuracy risk). At most `tries` rows are measured per
+    baseline and `most` in all (a test-split evaluation costs seconds to minutes)."""
     from hwnas.baselines import profile_key, run_baselines
     from hwnas.search.verify import _measured
 
