@@ -31,12 +31,12 @@ def held_out_quality(run_dir: str | Path, device: str, predictor: Any, target: s
     from hwnas.run import open_run
 
     fitted = predictor.meta.notes.fitted_on
-    if not isinstance(fitted, list):
+    if fitted is None:
         return None
     df = read_measurements(run_dir, device=device, kind="subnet")
     if df.empty or "key" not in df.columns or target not in df.columns:
         return None
-    held = df[~df["key"].astype(str).isin({str(k) for k in fitted})]
+    held = df[~df["key"].astype(str).isin(set(fitted))]
     if held.empty:
         return None
     fam = open_run(run_dir, create=False).family

@@ -81,5 +81,4 @@ def front_profiled(run: Any, device: str) -> list[str] | None:
     from hwnas.latency import load_predictor
 
     path = run.files.latency_predictor(device)
-    front = load_predictor(path).meta.notes.front if path.exists() else None
-    return [str(i) for i in front] if isinstance(front, list) else None
+    return load_predictor(path).meta.notes.front if path.exists() else None

@@ -59,8 +59,8 @@ def typical_rel_se(run_dir: Any, device: str, predictor: Any = None) -> float:
     if df.empty or "rel_se" not in df.columns:
         return 0.0
     fitted = predictor.meta.notes.fitted_on if predictor is not None else None
-    if isinstance(fitted, list) and fitted:
-        df = df[df["key"].astype(str).isin({str(i) for i in fitted})]
+    if fitted:
+        df = df[df["key"].astype(str).isin(set(fitted))]
     se = df["rel_se"].astype(float)
     se = se[np.isfinite(se)]
     return float(se.median()) if len(se) else 0.0
