@@ -95,6 +95,18 @@ def test_sampling_is_uniform_over_networks():
     assert np.array_equal(SPACE.to_matrix(archs), m[:2000])
 
 
+def test_training_draws_every_gene_uniformly():
+    """Training's draw (Once-for-All's): each stage's depth uniform, so depth 1 is trained as often
+    as depth 4 in a space that has it."""
+    space = SearchSpace(d_choices=(1, 2, 3, 4))
+    m = space.sample_genes_matrix(20_000, rng=0)
+    freq = Counter(m[:, 41:46].ravel().tolist())
+    assert all(abs(freq[d] / (5 * len(m)) - 0.25) < 0.01 for d in (1, 2, 3, 4))
+    archs = space.from_matrix(m[:500])
+    assert all(a in space for a in archs) and np.array_equal(space.to_matrix(archs), m[:500])
+    assert np.array_equal(space.sample_genes_matrix(5, 3), space.sample_genes_matrix(5, 3))
+
+
 def test_sampling_is_seeded():
     assert SPACE.sample(5, rng=7) == SPACE.sample(5, rng=7)
     assert SPACE.sample(5, rng=7) != SPACE.sample(5, rng=8)

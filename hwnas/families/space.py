@@ -206,6 +206,10 @@ class FamilySpace:
             cols.append(rng.choice(np.asarray(codes), size=(n, g.count)))
         return self.family.canonical(np.concatenate(cols, axis=1))
 
+    def sample_genes_matrix(self, n: int, rng: np.random.Generator | int | None = None) -> np.ndarray:
+        """Every gene uniform over its choices: what `sample_matrix` draws already (training's draw)."""
+        return self.sample_matrix(n, rng)
+
     def from_matrix(self, rows: np.ndarray) -> list[GeneArch]:
         return [GeneArch.from_codes(self.family, row, self.width_mult) for row in np.asarray(rows)]
 

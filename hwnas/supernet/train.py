@@ -76,6 +76,11 @@ class TrainConfig(BaseModel):
     distill: Literal["teacher", "inplace", "stored"] = "teacher"
     soft_labels: str | None = None  # the stem of a soft-label pair, for distill: stored
     sandwich: bool = True
+    # how the random subnets of a step are drawn: "genes", every gene uniform (Once-for-All's rule:
+    # each stage's depth uniform, so shallow subnets are trained as often as deep ones), or
+    # "networks", uniform over distinct networks (nearly always the largest depth; checkpoints
+    # trained before this setting existed were)
+    subnet_sampling: Literal["genes", "networks"] = "genes"
     subnets_per_step: int = Field(default=2, ge=1)
     seed: int = Field(default=0, ge=0, lt=2**32)  # numpy's seed range
     threads: int | None = None
@@ -276,7 +281,11 @@ def _subnets_for_step(phase: Phase, cfg: TrainConfig, rng: np.random.Generator) 
     archs: list[GeneArch] = []
     if cfg.sandwich:
         archs = [phase.space.max_arch(), phase.space.min_arch()][:max(n - 1, 1)]
-    return archs + phase.space.sample(n - len(archs), rng) if n > len(archs) else archs
+    if n <= len(archs):
+        return archs
+    space = phase.space
+    draw = space.sample_genes_matrix if cfg.subnet_sampling == "genes" else space.sample_matrix
+    return archs + space.from_matrix(draw(n - len(archs), rng))
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:

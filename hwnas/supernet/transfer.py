@@ -1,6 +1,7 @@
 """Carry a trained supernet to another dataset: `hwnas train --init-from STEM --data SPEC`.
 
-The source's weights are loaded into a supernet of the same family, space and width; its classifier
+The source's weights are loaded into a supernet of the same family and width whose space's largest
+choices are the source's (smaller choices may be added, e.g. depth 1: the same tensors); its classifier
 is kept when the target's classes are the source's (same names, same order) and replaced by a fresh
 one otherwise. Training then continues with the whole space elastic at once (the source went
 through progressive shrinking already): a few epochs of the largest subnet alone, so the new
@@ -61,10 +62,10 @@ def load_source(cfg: Any, model: "nn.Module", class_names: list[str]) -> dict[st
         raise InputError(f"--init-from {cfg.init_from} is an {family} supernet but the training config "
                          f"says {cfg.family}; leave the family out (it is the source's) or start "
                          "from a checkpoint of that family")
-    source_space, space = _genes(meta["space"]), _genes(cfg.search_space().to_dict())
-    if source_space != space:
-        raise InputError(f"--init-from {cfg.init_from}: its space {source_space} differs from the "
-                         f"config's {space} in genes or width; only the resolutions may change")
+    source_width, width = meta["space"].get("width_mult", 1.0), cfg.search_space().to_dict().get("width_mult", 1.0)
+    if float(source_width) != float(width):
+        raise InputError(f"--init-from {cfg.init_from}: its width {source_width} differs from the "
+                         f"config's {width}; set space.width_mult: {source_width}")
     if len(class_names) < 2:
         raise InputError(f"the target dataset has {len(class_names)} class; a classifier needs at "
                          "least 2 (one subfolder per class)")
@@ -79,7 +80,8 @@ def load_source(cfg: Any, model: "nn.Module", class_names: list[str]) -> dict[st
     if missing or odd:
         raise InputError(f"--init-from {cfg.init_from} does not fit an {family} supernet "
                          f"({len(missing)} tensors missing, {len(odd)} unexpected or reshaped, e.g. "
-                         f"{(missing or odd)[0]}); it is damaged or from another hwnas")
+                         f"{(missing or odd)[0]}); the space's largest choices must be the source's "
+                         f"({meta['space']}), or it is damaged or from another hwnas")
     with torch.no_grad():
         model.load_state_dict(tensors, strict=False)
     return {"source": str(stem), "source_sha256": meta["weights"]["sha256"],
@@ -87,6 +89,3 @@ def load_source(cfg: Any, model: "nn.Module", class_names: list[str]) -> dict[st
             "classifier": "kept" if keep else "new",
             "recipe": {"phases": cfg.model_dump(mode="json")["phases"], "distill": cfg.distill}}
 
-
-def _genes(space: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in space.items() if k != "r"}

@@ -181,3 +181,29 @@ def test_each_process_gets_its_own_gpu_or_one_line(gpus, local_rank, expected, m
         assert expected in str(err.value) and "\n" not in str(err.value)
     else:
         assert str(process_device()) == expected
+
+
+def test_transfer_may_add_smaller_choices_but_not_change_the_width():
+    """Depth 1 runs the first block of each stage: the source's tensors, so a space that adds it
+    loads the shipped supernet; another width does not fit and says which to set."""
+    from hwnas.errors import InputError
+    from hwnas.supernet.pretrained import shipped_checkpoint
+    from hwnas.supernet.train import TrainConfig
+    from hwnas.supernet.transfer import load_source
+
+    cfg = TrainConfig(init_from="shipped", space={"d": [1, 2, 3, 4], "r": "20:44:4"})
+    model = OFAMobileNetV3(cfg.search_space(), n_classes=10)
+    names = list(load_checkpoint_meta(shipped_checkpoint())["class_names"])
+    assert load_source(cfg, model, names)["classifier"] == "kept"
+    assert model.space.d_choices == (1, 2, 3, 4)
+    wide = TrainConfig(init_from="shipped", space={"r": "20:44:4", "width_mult": 1.2})
+    with pytest.raises(InputError, match="width"):
+        load_source(wide, OFAMobileNetV3(wide.search_space(), n_classes=10), names)
+
+
+def test_random_subnets_are_drawn_gene_by_gene_unless_asked_otherwise():
+    from hwnas.supernet.train import TrainConfig
+
+    assert TrainConfig().subnet_sampling == "genes"
+    with pytest.raises(ValueError):
+        TrainConfig(subnet_sampling="slots")

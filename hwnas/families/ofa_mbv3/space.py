@@ -191,10 +191,20 @@ class SearchSpace(FieldIdentity, FamilySpace):
         Uniform over networks, not per slot: a stage of depth d has (|ks|*|e|)^d configurations, so
         depth d is drawn with that weight; then each used slot is uniform. Unused slots get filler.
         """
-        rng = self._rng(rng)
         per_block = len(self.ks_choices) * len(self.e_choices)
+        return self._draw(n, rng, [float(per_block) ** d for d in self.d_choices])
+
+    def sample_genes_matrix(self, n: int, rng: np.random.Generator | int | None = None) -> np.ndarray:
+        """`n` flat rows with every gene uniform over its choices: each stage's depth, then each used
+        slot (Once-for-All's ``sample_active_subnet``). Training draws this way: uniform over
+        networks puts 98% of the stages at the largest depth, and the shallow subnets at the
+        front's fast end would be trained by the sandwich's smallest alone."""
+        return self._draw(n, rng, [1.0] * len(self.d_choices))
+
+    def _draw(self, n: int, rng: np.random.Generator | int | None, depth_weights: list[float]) -> np.ndarray:
+        rng = self._rng(rng)
         depths = np.array(self.d_choices)
-        weights = np.array([float(per_block) ** d for d in self.d_choices])
+        weights = np.asarray(depth_weights)
         d = rng.choice(depths, size=(n, N_STAGES), p=weights / weights.sum())
         used = slots_used(d)
         ks = np.where(used, rng.choice(np.array(self.ks_choices), size=(n, N_SLOTS)), PAD_KS)
