@@ -59,7 +59,7 @@ def _next_try(rows: Sequence[int], pred_ms: np.ndarray, pred_top1: np.ndarray, l
 def versus_baselines(run: Any, table: Batch, rows: Sequence[int], device: str, measured: dict[int, dict[str, float]],
                      top1_measured: dict[int, float], measure: Callable[[str, Sequence[Any]], Any],
                      measure_top1: Callable[[list[int]], None], margin: float, *, devices_file: Any = None,
-                     protocol: Any = None, tries: int = 3, most: int = 8, slack: float = 0.0,
+                     protocol: Any = None, tries: int = 5, most: int = 12, slack: float = 0.0,
                      latency_factor: float = 1.0, top1_pred: np.ndarray | None = None) -> list[dict[str, Any]]:
     """One entry per baseline of the run (see the module doc). `rows`: the table's rows that may
     stand against a baseline (fp32 front members); `measured` and `top1_measured` are the

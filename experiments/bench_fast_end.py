@@ -1,0 +1,101 @@
+"""The front's fast end against the shipped baselines: what a supernet's shallowest subnets score
+and how fast they run, beside the hand-designed networks, on one device.
+
+For each supernet stem (default: the shipped one and, with --candidate, a training run's), a fixed
+set of fast-end subnets (kernel 3, expand 3; depth 1 or 2 per stage; r28..44) plus the largest is
+evaluated on the test split (10,000 images, BN recalibrated as every stage does). Their latency
+and the baselines' (timm, r44, fixed random weights: weights do not change fp32 latency) are
+measured together in `--repeats` paired calls (`DeviceSession.measure_together`), so the ratios
+carry no session-to-session level. A stem whose space lacks depth 1 is evaluated with it anyway:
+depth 1 runs the first block of each stage, tensors the supernet has.
+
+    .venv/bin/python experiments/bench_fast_end.py \\
+        --candidate runs/supernet-fashion-stage10/supernet --out experiments/results/fast_end.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+from machine import cpu_model
+
+from hwnas.fileio import atomic_write_json
+
+ROOT = Path(__file__).resolve().parent
+#: name -> (r, depth per stage); kernel 3 and expand 3 everywhere
+SUBNETS = {"r28 d1": (28, [1] * 5), "r32 d1": (32, [1] * 5), "r44 d1": (44, [1] * 5),
+           "r32 d2-1-1-1-1": (32, [2, 1, 1, 1, 1]), "r28 d2": (28, [2] * 5), "r32 d2": (32, [2] * 5),
+           "r40 d2": (40, [2] * 5)}
+
+
+def _archs(family):
+    return {name: family.arch_from_dict({"ks": [3] * 20, "e": [3] * 20, "d": d, "r": r}, 1.0)
+            for name, (r, d) in SUBNETS.items()}
+
+
+def top1(stem: Path, archs: dict) -> dict[str, float]:
+    from hwnas.supernet.data import build_loaders
+    from hwnas.supernet.evaluation import evaluate_subnets
+    from hwnas.supernet.pretrained import data_config_of, load_supernet
+
+    model, meta = load_supernet(stem)
+    model.space = dataclasses.replace(model.space, d_choices=(1, 2, 3, 4))
+    named = {**archs, "largest": dataclasses.replace(model.space, d_choices=(2, 3, 4)).max_arch()}
+    rows = evaluate_subnets(model, list(named.values()), build_loaders(data_config_of(meta)), split="test")
+    return {name: row["top1"] for name, row in zip(named, rows)}
+
+
+def latency(run, archs: dict, baselines: list[str], device: str, repeats: int) -> dict[str, float]:
+    import timm
+    import torch
+
+    from hwnas.profiling.session import open_session
+
+    with open_session(run, device) as session:
+        runners = {name: session.compile(name, session.timing_subnet(a), torch.zeros(1, 3, a.r, a.r))
+                   for name, a in archs.items()}
+        for name in baselines:
+            net = timm.create_model(name, num_classes=run.n_classes).eval()
+            runners[name] = session.compile(name, net, torch.zeros(1, 3, 44, 44))
+        calls = [session.measure_together(runners) for _ in range(repeats)]
+    return {name: round(statistics.median(c[name].corrected_ms for c in calls), 4) for name in runners}
+
+
+def main() -> None:
+    from hwnas.baselines import run_baselines
+    from hwnas.run import open_run
+    from hwnas.supernet.pretrained import shipped_checkpoint
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--candidate", type=Path, default=None, help="a training run's supernet stem to set beside")
+    ap.add_argument("--device", default="cpu-ort")
+    ap.add_argument("--repeats", type=int, default=3, help="paired timing calls")
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "fast_end.json")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = open_run(Path(tmp) / "run")
+        archs = _archs(run.family)
+        shipped = {b["name"]: b["top1"] for b in run_baselines(run)}
+        ms = latency(run, archs, list(shipped), args.device, args.repeats)
+    stems = {"shipped": shipped_checkpoint(), **({"candidate": args.candidate} if args.candidate else {})}
+    scores = {tag: top1(stem, archs) for tag, stem in stems.items()}
+    subnets = [{"name": name, "r": a.r, "d": list(a.d), "ms": ms[name],
+                **{f"top1_{tag}": s[name] for tag, s in scores.items()}} for name, a in archs.items()]
+    result = {"device": args.device, "cpu": cpu_model(), "repeats": args.repeats, "n_test": 10000,
+              "stems": {tag: str(stem) for tag, stem in stems.items()},
+              "largest": {tag: s["largest"] for tag, s in scores.items()},
+              "subnets": sorted(subnets, key=lambda row: row["ms"]),
+              "baselines": sorted(({"name": n, "r": 44, "ms": ms[n], "top1": t} for n, t in shipped.items()),
+                                  key=lambda row: row["ms"])}
+    atomic_write_json(args.out, result)
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
