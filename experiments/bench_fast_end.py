@@ -7,7 +7,9 @@ evaluated on the test split (10,000 images, BN recalibrated as every stage does)
 and the baselines' (timm, r44, fixed random weights: weights do not change fp32 latency) are
 measured together in `--repeats` paired calls (`DeviceSession.measure_together`), so the ratios
 carry no session-to-session level. A stem whose space lacks depth 1 is evaluated with it anyway:
-depth 1 runs the first block of each stage, tensors the supernet has.
+depth 1 runs the first block of each stage, tensors the supernet has. `head_share`: the part of
+ONNX Runtime's own per-node kernel time (its profiler, one thread) spent after the last stage (the
+final 1x1 expansion, pooling, the 960->1280 feature mix and the classifier).
 
     .venv/bin/python experiments/bench_fast_end.py \\
         --candidate runs/supernet-fashion-stage10/supernet --out experiments/results/fast_end.json
@@ -66,6 +68,33 @@ def latency(run, archs: dict, baselines: list[str], device: str, repeats: int) -
     return {name: round(statistics.median(c[name].corrected_ms for c in calls), 4) for name in runners}
 
 
+HEAD = ("/final_expand_layer", "/global_avg_pool", "/feature_mix_layer", "/Flatten", "/classifier")
+
+
+def head_share(arch, family, n_classes: int, rounds: int = 200) -> float:
+    """The head's share of ONNX Runtime's kernel time for `arch` (profiled, one thread)."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "subnet.onnx")
+        torch.onnx.export(family.static_subnet(arch, n_classes), torch.zeros(1, 3, arch.r, arch.r), path,
+                          opset_version=17, dynamo=False)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = 1, 1
+        so.enable_profiling, so.profile_file_prefix = True, str(Path(tmp) / "profile")
+        session = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        x = {session.get_inputs()[0].name: np.zeros((1, 3, arch.r, arch.r), np.float32)}
+        for _ in range(rounds):
+            session.run(None, x)
+        events = json.loads(Path(session.end_profiling()).read_text())
+    kernels = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    kernels = kernels[len(kernels) // 4:]  # past the warm-up
+    total = sum(e["dur"] for e in kernels)
+    return round(sum(e["dur"] for e in kernels if e["name"].startswith(HEAD)) / total, 3)
+
+
 def main() -> None:
     from hwnas.baselines import run_baselines
     from hwnas.run import open_run
@@ -86,6 +115,7 @@ def main() -> None:
     stems = {"shipped": shipped_checkpoint(), **({"candidate": args.candidate} if args.candidate else {})}
     scores = {tag: top1(stem, archs) for tag, stem in stems.items()}
     subnets = [{"name": name, "r": a.r, "d": list(a.d), "ms": ms[name],
+                "head_share": head_share(a, run.family, run.n_classes),
                 **{f"top1_{tag}": s[name] for tag, s in scores.items()}} for name, a in archs.items()]
     result = {"device": args.device, "cpu": cpu_model(), "repeats": args.repeats, "n_test": 10000,
               "stems": {tag: str(stem) for tag, stem in stems.items()},

@@ -6,7 +6,8 @@ reference ``timm:NAME@rN``, measured now when missing); its top-1 is its own tes
 (`hwnas.baselines.run_baselines`). Subnets already verified are used first; otherwise the front's
 most accurate rows that fit under the baseline's latency (with the verification margin) and are
 predicted within `slack` points of its top-1 or above are measured on the device and, when they
-fit, evaluated on the test split, at most `tries` per baseline (`_next_try`: under the search's
+fit, evaluated on the test split, at most `tries` per baseline, the fastest baseline first, and
+every baseline is judged on all that was measured (`_next_try`: under the search's
 upper bound first, `latency_factor`, which keeps the tries off the rows the latency predictor
 underprices, then under looser ones). The slack is the accuracy predictor's error, 0.3-0.4
 points pessimistic at the front's fast end, where no row was predicted above a baseline while
@@ -79,46 +80,52 @@ def versus_baselines(run: Any, table: Batch, rows: Sequence[int], device: str, m
     pred_ms = table.cols[ms_key(device)]
     pred_top1 = table.cols[TOP1] if top1_pred is None else top1_pred
     fastest_pred = float(pred_ms[list(rows)].min()) if len(rows) else float("inf")
-    out, spent = [], 0
+    entries, limits, spent = [], {}, 0
     for b in baselines:
         key = profile_key(b["name"], b["resolution"])
         entry = {"name": b["name"], "resolution": b["resolution"], "epochs": b["epochs"], "top1": b["top1"],
                  "n_test": b["n_test"], "source": b["source"], "measured_ms": {}, "dominated_by": None}
+        entries.append(entry)
         if key not in ms_of:
             entry["note"] = f"not measured on {device}"
-            out.append(entry)
             continue
-        limit = ms_of[key]
+        limit = limits[len(entries) - 1] = ms_of[key]
         entry["measured_ms"][device] = round(limit, 4)
-
-        def beats(i: int) -> bool:
-            return (i in top1_measured and device in measured.get(i, {})
-                    and measured[i][device] * (1 + margin) <= limit and top1_measured[i] >= b["top1"])
-
-        if not any(beats(i) for i in measured):
-            if fastest_pred * (1 + margin) > limit:
-                entry["note"] = "faster than every subnet of the front (predicted)"
-            for _ in range(tries):
-                i = _next_try(rows, pred_ms, pred_top1, limit / (1 + margin), b["top1"] - slack,
-                              latency_factor, measured)
-                if i is None or spent >= most:
-                    break
-                spent += 1
-                ms = float(_measured(measure(device, [archs[i]]))[0][0])
-                measured[i] = {device: ms}
-                if ms * (1 + margin) <= limit:
-                    measure_top1([i])
-                    if beats(i):
-                        break
-        winners = sorted((i for i in measured if beats(i)), key=lambda i: measured[i][device])
+        if fastest_pred * (1 + margin) > limit:
+            entry["note"] = "faster than every subnet of the front (predicted)"
+    # fastest baseline first: a subnet that fits its latency fits every slower one's too
+    for k in sorted(limits, key=limits.get):
+        top1, limit = entries[k]["top1"], limits[k]
+        for _ in range(tries):
+            if _winners(top1, limit, device, measured, top1_measured, margin) or spent >= most:
+                break
+            i = _next_try(rows, pred_ms, pred_top1, limit / (1 + margin), top1 - slack, latency_factor, measured)
+            if i is None:
+                break
+            spent += 1
+            ms = float(_measured(measure(device, [archs[i]]))[0][0])
+            measured[i] = {device: ms}
+            if ms * (1 + margin) <= limit:
+                measure_top1([i])
+    # judged once everything is measured: a subnet tried for one baseline may beat another
+    for k, limit in limits.items():
+        entry = entries[k]
+        winners = _winners(entry["top1"], limit, device, measured, top1_measured, margin)
         if winners:
             i = winners[0]
             entry.update(dominated_by=archs[i].id, dominated_by_top1=round(top1_measured[i], 2),
                          dominated_by_ms=round(measured[i][device], 4),
-                         top1_gain=round(top1_measured[i] - b["top1"], 2))
+                         top1_gain=round(top1_measured[i] - entry["top1"], 2))
             entry.pop("note", None)
-        out.append(entry)
-    return out
+    return entries
+
+
+def _winners(top1: float, limit: float, device: str, measured: dict[int, dict[str, float]],
+             top1_measured: dict[int, float], margin: float) -> list[int]:
+    """Measured subnets at least as accurate and, with the margin, at most as slow: fastest first."""
+    return sorted((i for i in measured if i in top1_measured and device in measured[i]
+                   and measured[i][device] * (1 + margin) <= limit and top1_measured[i] >= top1),
+                  key=lambda i: measured[i][device])
 
 
 def baselines_summary(entries: list[dict[str, Any]]) -> str | None:
