@@ -66,14 +66,13 @@ def _print_quickstart(res) -> None:
     checks = res.search.accuracy_checks if res.search is not None else None
     if checks:
         summary.add_row("accuracy, held-out", accuracy_checks_text(checks))
-    from hwnas.latency.trust import trust_warning
+    from hwnas.latency.trust import order_text, trust_warning
 
     trust = (res.search.latency_trust or {}).get(s.device) if res.search is not None else None
     if trust:
-        tau = "-" if trust["kendall_tau"] is None else f"{trust['kendall_tau']:.2f}"
         summary.add_row("latency, held-out", f"{trust['n']} subnets measured after the fit: median error "
                         f"{100 * trust['median_abs_error']:.0f}% ({100 * trust['median_error']:+.0f}% bias), "
-                        f"{100 * trust['within_10']:.0f}% within ±10%, Kendall tau {tau}")
+                        f"{100 * trust['within_10']:.0f}% within ±10%, {order_text(trust)}")
         if trust["poor"]:
             summary.add_row("POOR latency predictor", trust_warning(s.device, trust))
     if res.search is not None and res.search.tie:

@@ -173,7 +173,7 @@ def latency_trust(files: RunFiles, search: SearchRecord | None) -> dict[str, dic
         if q is None:
             continue
         out[device] = {"n": q.n, "within_10": q.within_10, "poor": q.poor, "kendall_tau": q.kendall_tau,
-                       "median_abs_error": q.median_abs_error,
+                       "median_abs_error": q.median_abs_error, "tau_apart": q.tau_apart, "pairs_apart": q.pairs_apart,
                        "fix": f"hwnas profile --run {files.root} --device {device} --samples auto",
                        "refit": f"hwnas latency fit --run {files.root} --device {device}"}
     return out

@@ -93,6 +93,8 @@ class TrustEntry(Record):
     poor: bool
     kendall_tau: Optional[float] = None
     median_abs_error: Optional[float] = None
+    tau_apart: Optional[float] = None  # over the pairs measured more than 10% apart (the rule's)
+    pairs_apart: Optional[int] = None
 
 
 class AccuracyChecks(Record):

@@ -96,3 +96,17 @@ def test_too_few_fitting_refits_the_latency_predictors_and_searches_again(monkey
     calls.clear()
     api.run_search(tmp_path, SearchSettings("dev", 1.0, top_k=3, refit_rounds=0))
     assert len(calls) == 1  # never refitted
+
+
+def test_only_pairs_measured_apart_judge_the_order():
+    """The quickstart's case: nine picks within 8% of each other at one budget, one subnet at 0.31 ms.
+    Over all pairs tau was 0.16 (the picks' order is noise); over the 9 pairs measured apart, 1.0."""
+    from hwnas.latency.trust import order_text, separated_tau
+
+    true = np.array([0.776, 0.765, 0.749, 0.756, 0.754, 0.774, 0.780, 0.782, 0.726, 0.316])
+    pred = np.array([0.817, 0.809, 0.808, 0.801, 0.798, 0.796, 0.791, 0.790, 0.787, 0.301])
+    assert separated_tau(pred, true) == (1.0, 9)
+    assert separated_tau(pred[:9], true[:9]) == (None, 0)
+    assert separated_tau(-pred, true) == (-1.0, 9)
+    q = {"kendall_tau": 0.16, "tau_apart": 1.0, "pairs_apart": 9}
+    assert order_text(q) == "Kendall tau 1.00 over the 9 pairs measured >10% apart (0.16 over all)"
