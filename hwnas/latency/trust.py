@@ -78,7 +78,8 @@ def order_text(q: dict[str, Any]) -> str:
     every = "-" if q.get("kendall_tau") is None else f"{q['kendall_tau']:.2f}"
     if q.get("tau_apart") is None:
         return f"Kendall tau {every} (no pair measured >{GAP:.0%} apart)"
-    return f"Kendall tau {q['tau_apart']:.2f} over the {q['pairs_apart']} pairs measured >{GAP:.0%} apart ({every} over all)"
+    return (f"Kendall tau {q['tau_apart']:.2f} over the {q['pairs_apart']} pairs measured >{GAP:.0%} apart "
+            f"({every} over all)")
 
 
 def trust_warning(device: str, q: dict[str, Any]) -> str:

@@ -88,4 +88,3 @@ def load_source(cfg: Any, model: "nn.Module", class_names: list[str]) -> dict[st
             "source_dataset": meta.get("dataset"), "source_classes": len(source_classes) or meta.get("n_classes"),
             "classifier": "kept" if keep else "new",
             "recipe": {"phases": cfg.model_dump(mode="json")["phases"], "distill": cfg.distill}}
-
