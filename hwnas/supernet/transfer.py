@@ -62,7 +62,7 @@ def load_source(cfg: Any, model: "nn.Module", class_names: list[str]) -> dict[st
         raise InputError(f"--init-from {cfg.init_from} is an {family} supernet but the training config "
                          f"says {cfg.family}; leave the family out (it is the source's) or start "
                          "from a checkpoint of that family")
-    source_width, width = meta["space"].get("width_mult", 1.0), cfg.search_space().to_dict().get("width_mult", 1.0)
+    source_width, width = meta["space"].get("width_mult", 1.0), cfg.search_space().width_mult
     if float(source_width) != float(width):
         raise InputError(f"--init-from {cfg.init_from}: its width {source_width} differs from the "
                          f"config's {width}; set space.width_mult: {source_width}")
