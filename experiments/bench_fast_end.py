@@ -2,7 +2,8 @@
 and how fast they run, beside the hand-designed networks, on one device.
 
 For each supernet stem (default: the shipped one and, with --candidate, a training run's), a fixed
-set of fast-end subnets (kernel 3, expand 3; depth 1 or 2 per stage; r28..44) plus the largest is
+set of fast-end subnets (kernel 3, expand 3; depth 1 or 2 per stage; r28..44), r32 depth-2 subnets
+with random kernels and expands, plus the largest is
 evaluated on the test split (10,000 images, BN recalibrated as every stage does). Their latency
 and the baselines' (timm, r44, fixed random weights: weights do not change fp32 latency) are
 measured together in `--repeats` paired calls (`DeviceSession.measure_together`), so the ratios
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import random
 import statistics
 import tempfile
 from pathlib import Path
@@ -33,11 +35,24 @@ ROOT = Path(__file__).resolve().parent
 SUBNETS = {"r28 d1": (28, [1] * 5), "r32 d1": (32, [1] * 5), "r44 d1": (44, [1] * 5),
            "r32 d2-1-1-1-1": (32, [2, 1, 1, 1, 1]), "r28 d2": (28, [2] * 5), "r32 d2": (32, [2] * 5),
            "r40 d2": (40, [2] * 5)}
+#: r32 depth-2 subnets with kernels and expands drawn at random (seeded): each gene leaves 3 with
+#: probability p (0.2: like the subnets a quickstart picks at the fast end; 1: uniform), against the
+#: kernel-3 expand-3 one the sandwich trains every step
+RANDOM_D2 = {"near": (0.2, 4), "random": (1.0, 2)}
 
 
 def _archs(family):
-    return {name: family.arch_from_dict({"ks": [3] * 20, "e": [3] * 20, "d": d, "r": r}, 1.0)
-            for name, (r, d) in SUBNETS.items()}
+    fixed = {name: family.arch_from_dict({"ks": [3] * 20, "e": [3] * 20, "d": d, "r": r}, 1.0)
+             for name, (r, d) in SUBNETS.items()}
+    rng = random.Random(0)
+
+    def gene(p: float, larger: tuple[int, int]) -> int:
+        return rng.choice(larger) if rng.random() < p else 3
+
+    drawn = {f"r32 d2 {tag}{i}": family.arch_from_dict(
+        {"ks": [gene(p, (5, 7)) for _ in range(20)], "e": [gene(p, (4, 6)) for _ in range(20)],
+         "d": [2] * 5, "r": 32}, 1.0) for tag, (p, n) in RANDOM_D2.items() for i in range(n)}
+    return {**fixed, **drawn}
 
 
 def top1(stem: Path, archs: dict) -> dict[str, float]:
@@ -66,6 +81,12 @@ def latency(run, archs: dict, baselines: list[str], device: str, repeats: int) -
             runners[name] = session.compile(name, net, torch.zeros(1, 3, 44, 44))
         calls = [session.measure_together(runners) for _ in range(repeats)]
     return {name: round(statistics.median(c[name].corrected_ms for c in calls), 4) for name in runners}
+
+
+def _active_ks_e(arch) -> str:
+    """Kernel x expand of the blocks that run, stage by stage: '3x3 5x6 | ...'."""
+    return " | ".join(" ".join(f"{arch.ks[4 * s + j]}x{arch.e[4 * s + j]}" for j in range(d))
+                      for s, d in enumerate(arch.d))
 
 
 HEAD = ("/final_expand_layer", "/global_avg_pool", "/feature_mix_layer", "/Flatten", "/classifier")
@@ -114,7 +135,7 @@ def main() -> None:
         ms = latency(run, archs, list(shipped), args.device, args.repeats)
     stems = {"shipped": shipped_checkpoint(), **({"candidate": args.candidate} if args.candidate else {})}
     scores = {tag: top1(stem, archs) for tag, stem in stems.items()}
-    subnets = [{"name": name, "r": a.r, "d": list(a.d), "ms": ms[name],
+    subnets = [{"name": name, "r": a.r, "d": list(a.d), "ks_e": _active_ks_e(a), "ms": ms[name],
                 "head_share": head_share(a, run.family, run.n_classes),
                 **{f"top1_{tag}": s[name] for tag, s in scores.items()}} for name, a in archs.items()]
     result = {"device": args.device, "cpu": cpu_model(), "repeats": args.repeats, "n_test": 10000,
