@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 
 def main() -> None:
     from hwnas.accuracy.precomputed import precomputed_key, precomputed_paths
-    from hwnas.accuracy.table import ACCURACY_TABLE, build_accuracy_table
+    from hwnas.accuracy.table import build_accuracy_table
     from hwnas.run import open_run
     from hwnas.supernet.data import BN_IMAGES
 
@@ -35,9 +34,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run = open_run(args.run or Path(tmp) / "run")
         started = time.time()
-        build_accuracy_table(run, args.samples, seed=0)
+        rows = build_accuracy_table(run, args.samples, seed=0)
         seconds = time.time() - started
-        shutil.copyfile(Path(run.run_dir) / ACCURACY_TABLE, table)
+        rows.to_csv(table, index=False)  # the sample's rows only, however much the run's table holds
         key = precomputed_key(run, split="val", seed=0, bn_images=BN_IMAGES)
     timing = ({"seconds_to_evaluate": round(seconds, 1)} if args.run is None else
               {"evaluated_in": f"{args.run} (e.g. torchrun --nproc_per_node 2 -m hwnas accuracy build "

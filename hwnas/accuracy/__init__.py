@@ -15,6 +15,6 @@ __all__, __getattr__ = lazy_exports(__name__, {
                                   "RidgePredictor", "accuracy_predictor_kinds", "load_predictor_file",
                                   "make_accuracy_predictor"),
     "hwnas.accuracy.select": ("cross_val_predict", "fit_best_accuracy", "regression_metrics"),
-    "hwnas.accuracy.table": ("ACCURACY_TABLE", "accuracy_sample", "build_accuracy_table", "measured_accuracy",
-                             "read_accuracy_table"),
+    "hwnas.accuracy.table": ("ACCURACY_TABLE", "accuracy_sample", "anchor_rows", "build_accuracy_table",
+                             "measured_accuracy", "read_accuracy_table"),
 })

@@ -24,11 +24,12 @@ from hwnas.errors import InputError, TableError
 from hwnas.fileio import atomic_path
 from hwnas.run import RunFiles
 
-__all__ = ["ACCURACY_TABLE", "accuracy_sample", "read_accuracy_table", "table_codes_top1", "build_accuracy_table",
-           "measured_accuracy", "evaluate_into_table", "table_columns", "frame_codes", "values_frame"]
+__all__ = ["ACCURACY_TABLE", "accuracy_sample", "anchor_rows", "read_accuracy_table", "table_codes_top1",
+           "build_accuracy_table", "measured_accuracy", "evaluate_into_table", "table_columns", "frame_codes", "values_frame"]
 
 ACCURACY_TABLE = RunFiles(Path("")).accuracy.name
 _BLOCK = 50  # archs per seeded block of the prefix-stable sample
+ANCHOR_RESOLUTIONS = 8  # resolutions whose smallest and largest subnets the sample holds
 
 
 def table_columns(space) -> list[str]:
@@ -70,20 +71,24 @@ Progress = Callable[..., Any]  # progress(event, **fields)
 
 
 def accuracy_sample(space, n: int, seed: int = 0) -> np.ndarray:
-    """`n` distinct canonical subnets (the space's int matrix, any family): the space's min and max, then seeded blocks,
-    each half uniform over networks and half graded small-to-large (`sample_graded`), so the
-    predictor also sees the small subnets tight budgets select. The first k rows of a larger
-    sample are the same k rows."""
+    """`n` distinct canonical subnets (the space's int matrix, any family): the space's min and max,
+    then seeded blocks, each half uniform over networks and half graded small-to-large
+    (`sample_graded`), so the predictor also sees the small subnets tight budgets select; after the
+    first block, the smallest and largest subnet at other resolutions (`anchor_rows`). The first k
+    rows of a larger sample are the same k rows."""
     from hwnas.families.sampling import sample_graded, unique_rows
 
     if n < 1:
         raise InputError(f"the accuracy table needs at least 1 subnet, got n={n}")
+    # the space's min and max, one seeded block, then the other anchors: a small table stays spread
     parts = [space.to_matrix([space.min_arch(), space.max_arch()])]
     total, b = 2, 0
     while total < n + 2 * _BLOCK:  # margin: duplicates are dropped below
         rng = np.random.default_rng([seed, b])
         half = _BLOCK // 2
         parts += [space.sample_matrix(_BLOCK - half, rng), sample_graded(space, half, rng)]
+        if b == 0:
+            parts.append(anchor_rows(space))
         total, b = total + _BLOCK, b + 1
     m = np.concatenate(parts)
     m = m[unique_rows(m)]
@@ -129,6 +134,18 @@ def _gather(rows: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
     parts: list[Any] = [None] * world
     dist.all_gather_object(parts, rows)
     return [r for part in parts for r in part]
+
+
+def anchor_rows(space, most: int = ANCHOR_RESOLUTIONS) -> np.ndarray:
+    """The smallest and largest subnet at each resolution (`most` of them, evenly spread, the two
+    ends included). Sandwich training trains exactly these every step, so they can score above
+    what their neighbours predict; they are also the front's two ends, where a tight budget or the
+    hand-designed baselines are judged."""
+    small, large = space.to_matrix([space.min_arch(), space.max_arch()])
+    rs = sorted(space.column_choices()[0])
+    rs = [rs[i] for i in sorted({round(x) for x in np.linspace(0, len(rs) - 1, min(most, len(rs)))})]
+    return np.asarray([np.concatenate([[r], row[1:]]) for row in (small, large) for r in rs],
+                      dtype=np.asarray(small).dtype)
 
 
 def build_accuracy_table(run, n: int = 1000, *, seed: int = 0, bn_images: int | None = None,

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from hwnas.accuracy import (ACCURACY_PREDICTOR, ACCURACY_TABLE, accuracy_predictor_kinds, accuracy_sample,
+from hwnas.accuracy import (ACCURACY_PREDICTOR, ACCURACY_TABLE, accuracy_predictor_kinds, accuracy_sample, anchor_rows,
                             build_accuracy_table, ensure_accuracy_predictor, fit_accuracy_predictor,
                             fit_best_accuracy, load_predictor_file, make_accuracy_predictor, read_accuracy_table)
 from hwnas.errors import CheckpointError, InputError, TableError
@@ -29,6 +29,18 @@ def test_sample_is_distinct_and_prefix_stable(small_space):
     assert len({r.tobytes() for r in big}) == 300
     assert (accuracy_sample(small_space, 120, seed=1) == big[:120]).all()
     assert (big[0] == small_space.to_matrix([small_space.min_arch()])[0]).all()
+
+
+def test_sample_holds_the_smallest_and_largest_subnet_at_every_resolution(small_space):
+    anchors = anchor_rows(small_space)
+    assert small_space.check_matrix(anchors) is None
+    rs = small_space.r_choices
+    expected = [small_space.min_arch(r) for r in rs] + [small_space.max_arch(r) for r in rs]
+    assert sorted(a.id for a in small_space.from_matrix(anchors)) == sorted(a.id for a in expected)
+    ids = {a.id for a in small_space.from_matrix(accuracy_sample(small_space, 100, seed=0))}
+    assert {a.id for a in expected} <= ids
+    spread = anchor_rows(small_space, most=3)[:, 0]  # at most 3 resolutions: the ends and the middle
+    assert sorted(set(spread)) == [rs[0], rs[len(rs) // 2], rs[-1]]
 
 
 @pytest.mark.parametrize("kind,settings", [("ridge", {"features": "compact"}), ("ridge", {"features": "full"}),
