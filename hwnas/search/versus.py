@@ -9,9 +9,9 @@ predicted within `slack` points of its top-1 or above are measured on the device
 fit, evaluated on the test split, at most `tries` per baseline, the fastest baseline first, and
 every baseline is judged on all that was measured (`_next_try`: under the search's
 upper bound first, `latency_factor`, which keeps the tries off the rows the latency predictor
-underprices, then under looser ones). The slack is the accuracy predictor's error, 0.3-0.4
-points pessimistic at the front's fast end, where no row was predicted above a baseline while
-subnets measured above it. A subnet counts only if ``measured_ms * (1 + margin) <= baseline_ms``,
+underprices, then under looser ones). The slack is the accuracy predictor's error (the search
+passes twice its out-of-fold MAE): a row predicted a little below a baseline may measure above it.
+A subnet counts only if ``measured_ms * (1 + margin) <= baseline_ms``,
 so the claim survives the noise of another timing session.
 """
 
