@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent
 #: name -> (r, depth per stage); kernel 3 and expand 3 everywhere
 SUBNETS = {"r28 d1": (28, [1] * 5), "r32 d1": (32, [1] * 5), "r44 d1": (44, [1] * 5),
            "r32 d2-1-1-1-1": (32, [2, 1, 1, 1, 1]), "r28 d2": (28, [2] * 5), "r32 d2": (32, [2] * 5),
-           "r40 d2": (40, [2] * 5)}
+           "r36 d2": (36, [2] * 5), "r40 d2": (40, [2] * 5)}
 #: r32 depth-2 subnets with kernels and expands drawn at random (seeded): each gene leaves 3 with
 #: probability p (0.2: like the subnets a quickstart picks at the fast end; 1: uniform), against the
 #: kernel-3 expand-3 one the sandwich trains every step
