@@ -159,13 +159,14 @@ def print_baselines(res) -> None:
         return
     device = res.devices[0]
     table = make_table("baseline", "r", "test top-1 %", f"{device} ms", "beaten by", "its top-1 %", "its ms",
-                       title="the front against hand-designed baselines (measured)")
+                       "its ms / baseline's (together)", title="the front against hand-designed baselines (measured)")
     for b in res.baselines:
-        ms = b["measured_ms"].get(device)
+        ms, paired = b["measured_ms"].get(device), b.get("latency_ratio")
         table.add_row(b["name"], str(b["resolution"]), f"{b['top1']:.2f} (n={b['n_test']})",
                       "-" if ms is None else f"{ms:.3f}", b["dominated_by"] or b.get("note", "-"),
                       "-" if b["dominated_by"] is None else f"{b['dominated_by_top1']:.2f}",
-                      "-" if b["dominated_by"] is None else f"{b['dominated_by_ms']:.3f}")
+                      "-" if b["dominated_by"] is None else f"{b['dominated_by_ms']:.3f}",
+                      "-" if not paired else f"{paired['ratio']:.3f} ± {paired['ratio'] * paired['rel_se']:.3f}")
     console.print(table)
     line = baselines_summary(res.baselines)
     if line:

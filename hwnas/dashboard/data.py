@@ -499,17 +499,18 @@ def references(files: RunFiles, device: str, search: SearchRecord | None = None)
 
 def baselines(search: SearchRecord | None, device: str | None) -> pd.DataFrame:
     """The search's baselines measured on `device`: name (with its resolution), ms, top1, n_test,
-    beaten_by (a subnet id or "none"), its_top1, its_ms, gain (points)."""
-    cols = ["name", "ms", "top1", "n_test", "beaten_by", "its_top1", "its_ms", "gain"]
+    beaten_by (a subnet id or "none"), its_top1, its_ms, gain (points), ratio (its latency over the
+    baseline's, timed together; None when judged on the measurements alone)."""
+    cols = ["name", "ms", "top1", "n_test", "beaten_by", "its_top1", "its_ms", "gain", "ratio"]
     rows = []
     for b in search.baselines if search else []:
         if device not in b.measured_ms:
             continue  # not measured on this device
-        extra = b.model_extra or {}
         rows.append({"name": f"{b.name} r{b.resolution}", "ms": b.measured_ms[device], "top1": b.top1,
                      "n_test": b.n_test, "beaten_by": b.dominated_by or "none",
-                     "its_top1": _number(extra.get("dominated_by_top1")), "its_ms": _number(extra.get("dominated_by_ms")),
-                     "gain": _number(extra.get("top1_gain"))})
+                     "its_top1": _number(b.dominated_by_top1), "its_ms": _number(b.dominated_by_ms),
+                     "gain": _number(b.top1_gain),
+                     "ratio": _number(b.latency_ratio.ratio) if b.latency_ratio else None})
     return pd.DataFrame(rows, columns=cols)
 
 

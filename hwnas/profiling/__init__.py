@@ -6,7 +6,8 @@
 - `session`: `open_session(run, device)` -> a `DeviceSession` (or `RemoteSession` for a remote
   agent's device) that compiles the reference once and measures anything beside it
   (`DeviceSession.measure`, the one call), with INT8 calibration on the run's training images;
-- `stage`: the `hwnas profile` stage (`profile`, `select_subnets`, `measure_subnets`).
+- `stage`: the `hwnas profile` stage (`profile`, `select_subnets`, `measure_subnets`; `measure_paired`:
+  a subnet against a reference model, timed together).
 
 Names are imported on first use, so importing one module stays cheap.
 """
@@ -20,5 +21,5 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "hwnas.profiling.store": ("MEASUREMENTS", "MeasurementStore", "read_measurements", "stats_row"),
     "hwnas.profiling.anchors": ("AnchorBook", "anchor_key", "reference_arch", "reference_key", "run_anchor", "build_timing_subnet"),
     "hwnas.profiling.session": ("DeviceSession", "RemoteSession", "open_session", "CalibrationImages"),
-    "hwnas.profiling.stage": ("profile", "select_subnets", "measure_subnets", "block_key"),
+    "hwnas.profiling.stage": ("profile", "select_subnets", "measure_subnets", "measure_paired", "block_key"),
 })

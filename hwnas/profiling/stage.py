@@ -35,7 +35,7 @@ from hwnas.profiling.store import MeasurementStore, stats_row
 from hwnas.run import RunConfig
 
 __all__ = ["ProtocolSettings", "check_devices", "select_subnets", "reference_arch", "reference_key", "run_anchor",
-           "build_timing_subnet", "block_key", "profile", "measure_subnets"]
+           "build_timing_subnet", "block_key", "profile", "measure_subnets", "measure_paired"]
 
 ProgressFn = Callable[[str, int, int, str], Any]  # (device, done, total, key)
 
@@ -203,6 +203,31 @@ def measure_subnets(run: RunConfig, device: str, archs: Sequence[GeneArch], *,
     df = store.read()
     df = df[(df["device"] == device) & (df["kind"] == "subnet")].set_index("key")
     return df.loc[[a.id for a in archs]]
+
+
+def measure_paired(run: RunConfig, device: str, arch: GeneArch, reference: str, *,
+                   devices_file: str | Path | None = None, protocol: ProtocolSettings = ProtocolSettings()
+                   ) -> tuple[float, float]:
+    """(`arch`'s latency / the reference model's, its relative standard error) on `device`, both
+    timed in one call (`DeviceSession.measure_together`: shuffled through the same rounds beside the
+    run's reference), so the ratio carries no session's level; `reference` is ``timm:NAME@rN``.
+    Two numbers each taken in its own session differ by a few percent; this one is what a
+    comparison with a hand-designed network is judged on."""
+    import torch
+
+    from hwnas.devices import get_device
+
+    dev = get_device(device, devices_file)
+    reason = dev.available()
+    if reason:
+        raise DeviceError(f"device '{device}' is not usable here: {reason}")
+    r = reference_spec(reference, max(run.space.r_choices))[1]
+    with open_session(run, dev, protocol=protocol) as session:
+        subnet = session.compile(arch.id, session.timing_subnet(arch), torch.zeros(1, 3, arch.r, arch.r))
+        model = session.compile(reference, _build_timm(reference, run.n_classes), torch.zeros(1, 3, r, r))
+        stats = session.measure_together({"subnet": subnet, "reference": model})
+    a, b = stats["subnet"], stats["reference"]
+    return a.corrected_ms / b.corrected_ms, float(np.hypot(a.rel_se, b.rel_se))
 
 
 def _block_entries(space: Any, n_classes: int = 1000) -> list[dict[str, Any]]:

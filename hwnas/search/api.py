@@ -33,7 +33,8 @@ from hwnas.search.precision import (PRECISIONS, SEARCHED, drop_model, precision_
 from hwnas.search.problem import (TOP1, Batch, PredictorMissing, Problem, SearchOutcome, load_latency_predictor,
                                   ms_key)
 from hwnas.search.settings import SearchSettings
-from hwnas.search.verify import Measure, Verification, acceptance_rule, device_measure, verify_candidates
+from hwnas.search.verify import (Measure, Verification, acceptance_rule, device_measure, device_paired,
+                                 verify_candidates)
 from hwnas.search.risk import latency_bound, typical_rel_se
 from hwnas.latency.trust import trust_warning
 from hwnas.search.ties import PREDICTED_TIE_RULE, order_predicted_ties, order_ties
@@ -85,13 +86,16 @@ class SearchHooks:
     archs) -> ms replaces the devices; `measure_accuracy` archs -> test top-1 replaces evaluating
     the supernet; `measure_precision_accuracy` {precision: fn} the bf16 / INT8 artifacts' top-1;
     `drop_models` {precision: model} the measured drop models; `measure_memory` archs -> [{ram_kb,
-    flash_kb}] replaces exporting them (`hwnas.search.memory_check`)."""
+    flash_kb}] replaces exporting them (`hwnas.search.memory_check`); `measure_paired` (device, arch,
+    baseline key) -> (latency ratio, its rel. SE) replaces timing a subnet beside a baseline (with a
+    `measure` stand-in and none here, baselines are judged on the measurements alone)."""
 
     measure: Measure | None = None
     measure_accuracy: AccuracyMeasure | None = None
     measure_precision_accuracy: Mapping[str, AccuracyMeasure] | None = None
     drop_models: Mapping[str, Any] | None = None
     measure_memory: Any = None
+    measure_paired: Any = None
 
 
 def run_search(run_dir: str | Path, settings: SearchSettings | str | Sequence[str], *args: Any,
@@ -303,7 +307,8 @@ def _search(run, s: SearchSettings, progress: Progress | None, hooks: SearchHook
                                       measure_top1, margin, devices_file=s.devices_file, protocol=s.protocol,
                                       slack=2 * oof_mae,
                                       latency_factor=risk["fp32"][devices[0]]["factor"] if "fp32" in risk else 1.0,
-                                      top1_pred=top1_pred)
+                                      top1_pred=top1_pred, paired=hooks.measure_paired or (
+                                          None if hooks.measure else device_paired(run, s.devices_file, s.protocol)))
     verify_s = time.perf_counter() - t
     # measured top-1 decides which of those that fit are returned, and their order
     chosen = sorted(ver.accepted, key=lambda i: -top1_measured[i])[:top_k] if s.verify else cand[:top_k]

@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from hwnas.settings import Record, schema_problem
 
-__all__ = ["SEARCH_SCHEMA_VERSION", "SearchRecord", "BestEntry", "BaselineEntry", "VerificationEntry",
+__all__ = ["SEARCH_SCHEMA_VERSION", "SearchRecord", "BestEntry", "BaselineEntry", "PairedLatency", "VerificationEntry",
            "TrustEntry", "RecordedSettings", "AcceptanceRecord", "AccuracyChecks", "AccuracyPredictorRecord",
            "read_search", "checked_search"]
 
@@ -56,6 +56,14 @@ class BestEntry(Record):
     verified: bool = False
 
 
+class PairedLatency(Record):
+    """A subnet's latency over a baseline's, both timed in one call (`hwnas.profiling.measure_paired`)."""
+
+    ratio: float = Field(gt=0)
+    rel_se: float = Field(0.0, ge=0)
+    rule: str = ""
+
+
 class BaselineEntry(Record):
     """A hand-designed network trained alone, against the front (`hwnas.search.versus`)."""
 
@@ -66,6 +74,10 @@ class BaselineEntry(Record):
     epochs: Optional[int] = None
     measured_ms: dict[str, float] = {}
     dominated_by: Optional[SubnetId] = None
+    dominated_by_top1: Optional[float] = None
+    dominated_by_ms: Optional[float] = None
+    top1_gain: Optional[float] = None
+    latency_ratio: Optional[PairedLatency] = None  # dominated_by against it, timed together
 
 
 class VerificationEntry(Record):

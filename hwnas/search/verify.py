@@ -28,7 +28,7 @@ import numpy as np
 from hwnas.search.problem import Batch, Problem, ms_key
 from hwnas.search.risk import DEFAULT_MARGIN
 
-__all__ = ["Measure", "Verification", "verify_candidates", "device_measure", "acceptance_rule",
+__all__ = ["Measure", "Verification", "verify_candidates", "device_measure", "device_paired", "acceptance_rule",
            "DEFAULT_MARGIN"]
 
 # (device, archs of the run's family) -> measured ms, or (measured ms, relative standard errors)
@@ -80,6 +80,19 @@ def device_measure(run, devices_file=None, protocol=None, progress: Callable[...
         return df["corrected_ms"].to_numpy(dtype=np.float64), np.nan_to_num(se)
 
     return measure
+
+
+def device_paired(run, devices_file=None, protocol=None) -> Callable[[str, Any, str], tuple[float, float]]:
+    """A subnet timed together with a reference model on the device (`hwnas.profiling.measure_paired`):
+    (its latency / the model's, the ratio's relative standard error)."""
+    from hwnas.profiling.protocol import ProtocolSettings
+    from hwnas.profiling.stage import measure_paired
+
+    def paired(device: str, arch: Any, reference: str) -> tuple[float, float]:
+        return measure_paired(run, device, arch, reference, devices_file=devices_file,
+                              protocol=protocol or ProtocolSettings())
+
+    return paired
 
 
 def _measured(result) -> tuple[np.ndarray, np.ndarray]:

@@ -11,8 +11,11 @@ every baseline is judged on all that was measured (`_next_try`: under the search
 upper bound first, `latency_factor`, which keeps the tries off the rows the latency predictor
 underprices, then under looser ones). The slack is the accuracy predictor's error (the search
 passes twice its out-of-fold MAE): a row predicted a little below a baseline may measure above it.
-A subnet counts only if ``measured_ms * (1 + margin) <= baseline_ms``,
-so the claim survives the noise of another timing session.
+With `paired` (the search's default on a real device), a subnet counts when its measurement is at
+most the baseline's and, timed together with the baseline's network in one call
+(`hwnas.profiling.measure_paired`), ``ratio * (1 + margin) <= 1``: two measurements taken in their
+own sessions differ by a few percent, the ratio from one call does not carry that noise.
+Without it, a subnet counts only if ``measured_ms * (1 + margin) <= baseline_ms``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from hwnas.search.goals import TOP1, ms_key
 from hwnas.search.problem import Batch
 
 __all__ = ["versus_baselines", "baselines_summary"]
+
+#: (device, arch, baseline key) -> (subnet / baseline latency ratio, its relative standard error)
+Paired = Callable[[str, Any, str], "tuple[float, float]"]
 
 
 def _baseline_ms(run: Any, device: str, keys: list[str], devices_file: Any, protocol: Any) -> dict[str, float]:
@@ -61,13 +67,15 @@ def versus_baselines(run: Any, table: Batch, rows: Sequence[int], device: str, m
                      top1_measured: dict[int, float], measure: Callable[[str, Sequence[Any]], Any],
                      measure_top1: Callable[[list[int]], None], margin: float, *, devices_file: Any = None,
                      protocol: Any = None, tries: int = 5, most: int = 12, slack: float = 0.0,
-                     latency_factor: float = 1.0, top1_pred: np.ndarray | None = None) -> list[dict[str, Any]]:
+                     latency_factor: float = 1.0, top1_pred: np.ndarray | None = None,
+                     paired: Paired | None = None) -> list[dict[str, Any]]:
     """One entry per baseline of the run (see the module doc). `rows`: the table's rows that may
     stand against a baseline (fp32 front members); `measured` and `top1_measured` are the
     verification's, and grow with what is measured here; `measure_top1(rows)` evaluates rows
     into `top1_measured`. `top1_pred`: the accuracy predictor's top-1 per table row (default: the
     table's objective, which subtracts the accuracy risk). At most `tries` rows are measured per
-    baseline and `most` in all (a test-split evaluation costs seconds to minutes)."""
+    baseline and `most` in all (a test-split evaluation costs seconds to minutes). `paired(device,
+    arch, key)` -> (subnet / baseline latency ratio, its relative standard error), timed together."""
     from hwnas.baselines import profile_key, run_baselines
     from hwnas.search.verify import _measured
 
@@ -80,7 +88,8 @@ def versus_baselines(run: Any, table: Batch, rows: Sequence[int], device: str, m
     pred_ms = table.cols[ms_key(device)]
     pred_top1 = table.cols[TOP1] if top1_pred is None else top1_pred
     fastest_pred = float(pred_ms[list(rows)].min()) if len(rows) else float("inf")
-    entries, limits, spent = [], {}, 0
+    judge = _Judge(device, measured, top1_measured, margin, paired, archs)
+    entries, limits, keys, spent = [], {}, {}, 0
     for b in baselines:
         key = profile_key(b["name"], b["resolution"])
         entry = {"name": b["name"], "resolution": b["resolution"], "epochs": b["epochs"], "top1": b["top1"],
@@ -90,6 +99,7 @@ def versus_baselines(run: Any, table: Batch, rows: Sequence[int], device: str, m
             entry["note"] = f"not measured on {device}"
             continue
         limit = limits[len(entries) - 1] = ms_of[key]
+        keys[len(entries) - 1] = key
         entry["measured_ms"][device] = round(limit, 4)
         if fastest_pred * (1 + margin) > limit:
             entry["note"] = "faster than every subnet of the front (predicted)"
@@ -97,7 +107,7 @@ def versus_baselines(run: Any, table: Batch, rows: Sequence[int], device: str, m
     for k in sorted(limits, key=limits.get):
         top1, limit = entries[k]["top1"], limits[k]
         for _ in range(tries):
-            if _winners(top1, limit, device, measured, top1_measured, margin) or spent >= most:
+            if judge.winner(top1, limit, keys[k]) is not None or spent >= most:
                 break
             i = _next_try(rows, pred_ms, pred_top1, limit / (1 + margin), top1 - slack, latency_factor, measured)
             if i is None:
@@ -105,27 +115,50 @@ def versus_baselines(run: Any, table: Batch, rows: Sequence[int], device: str, m
             spent += 1
             ms = float(_measured(measure(device, [archs[i]]))[0][0])
             measured[i] = {device: ms}
-            if ms * (1 + margin) <= limit:
+            if judge.fits(ms, limit):
                 measure_top1([i])
     # judged once everything is measured: a subnet tried for one baseline may beat another
     for k, limit in limits.items():
         entry = entries[k]
-        winners = _winners(entry["top1"], limit, device, measured, top1_measured, margin)
-        if winners:
-            i = winners[0]
+        i = judge.winner(entry["top1"], limit, keys[k])
+        if i is not None:
             entry.update(dominated_by=archs[i].id, dominated_by_top1=round(top1_measured[i], 2),
                          dominated_by_ms=round(measured[i][device], 4),
                          top1_gain=round(top1_measured[i] - entry["top1"], 2))
+            if (i, keys[k]) in judge.ratios:
+                ratio, se = judge.ratios[i, keys[k]]
+                entry["latency_ratio"] = {"ratio": round(ratio, 4), "rel_se": round(se, 4),
+                                          "rule": "subnet / baseline, timed together in one call"}
             entry.pop("note", None)
     return entries
 
 
-def _winners(top1: float, limit: float, device: str, measured: dict[int, dict[str, float]],
-             top1_measured: dict[int, float], margin: float) -> list[int]:
-    """Measured subnets at least as accurate and, with the margin, at most as slow: fastest first."""
-    return sorted((i for i in measured if i in top1_measured and device in measured[i]
-                   and measured[i][device] * (1 + margin) <= limit and top1_measured[i] >= top1),
-                  key=lambda i: measured[i][device])
+class _Judge:
+    """Which measured subnet beats a baseline (see the module doc); paired timings are kept, so
+    each (subnet, baseline) is timed together at most once."""
+
+    def __init__(self, device: str, measured: dict[int, dict[str, float]], top1_measured: dict[int, float],
+                 margin: float, paired: Paired | None, archs: Sequence[Any]) -> None:
+        self.device, self.measured, self.top1_measured = device, measured, top1_measured
+        self.margin, self.paired, self.archs = margin, paired, archs
+        self.ratios: dict[tuple[int, str], tuple[float, float]] = {}
+
+    def fits(self, ms: float, limit: float) -> bool:
+        """Whether a measurement leaves a subnet in the running (worth its test-split top-1)."""
+        return ms <= limit if self.paired is not None else ms * (1 + self.margin) <= limit
+
+    def winner(self, top1: float, limit: float, key: str) -> int | None:
+        """The fastest measured subnet at least as accurate that beats the baseline on latency."""
+        for i in sorted((i for i in self.measured if i in self.top1_measured and self.device in self.measured[i]
+                         and self.fits(self.measured[i][self.device], limit) and self.top1_measured[i] >= top1),
+                        key=lambda i: self.measured[i][self.device]):
+            if self.paired is None:
+                return i
+            if (i, key) not in self.ratios:
+                self.ratios[i, key] = self.paired(self.device, self.archs[i], key)
+            if self.ratios[i, key][0] * (1 + self.margin) <= 1:
+                return i
+        return None
 
 
 def baselines_summary(entries: list[dict[str, Any]]) -> str | None:

@@ -147,6 +147,19 @@ class _FakeAgent:
                              ref_ms=[1.0, 1.0]) for k in artifacts}
 
 
+def test_a_subnet_and_a_hand_designed_network_are_timed_together(tmp_path, tiny_supernet, state):
+    """`measure_paired`: one call times both, so the ratio is the subnet's own against the model's;
+    a larger subnet against the same model gives a larger ratio."""
+    from hwnas.profiling.stage import measure_paired
+
+    run = open_run(tmp_path / "run", tiny_supernet)
+    small, large = run.space.min_arch(), run.space.max_arch()
+    ratio, se = measure_paired(run, "cpu-ort", small, "timm:lcnet_050@r32", protocol=FAST)
+    assert 0 < ratio < 100 and 0 <= se < 1
+    assert measure_paired(run, "cpu-ort", large, "timm:lcnet_050@r32", protocol=FAST)[0] > ratio
+    assert read_measurements(run.run_dir).empty  # nothing is stored: the ratio is the answer
+
+
 def test_a_remote_device_is_a_session_subclass(tmp_path, tiny_supernet):
     import torch
 
