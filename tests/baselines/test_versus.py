@@ -84,9 +84,9 @@ def test_a_subnet_tried_for_one_baseline_counts_against_every_other(setup, monke
 
 @pytest.mark.parametrize("ratio,wins", [(0.90, True), (0.99, False)])
 def test_timed_together_a_subnet_within_the_margin_is_judged_on_the_ratio(setup, monkeypatch, ratio, wins):
-    """Row 3 measures 2.58 ms beside a baseline stored at 2.6 ms (in another session): within the
-    margin, so the measurements alone cannot say. Timed together with the baseline's network, the
-    ratio decides, with the margin; it is recorded, and each pair is timed once."""
+    """Row 3 measures 2.65 ms in its session, the baseline 2.6 ms in another: within what two
+    sessions differ by, so the measurements alone cannot say. Timed together with the baseline's
+    network, the ratio decides, with the margin; it is recorded, and each pair is timed once."""
     from hwnas.search.versus import versus_baselines
 
     s = setup
@@ -98,7 +98,7 @@ def test_timed_together_a_subnet_within_the_margin_is_judged_on_the_ratio(setup,
         pairs.append((arch.id, key))
         return ratio, 0.01
 
-    measured, top1 = {3: {D: 2.58}}, {3: 92.7}
+    measured, top1 = {3: {D: 2.65}}, {3: 92.7}
     out = versus_baselines(s.run, s.table, range(6), D, measured, top1, s.measure,
                            lambda rows: top1.update({i: s.true_top1[s.archs[i].id] for i in rows}), 0.02,
                            tries=2, paired=paired)
@@ -106,10 +106,10 @@ def test_timed_together_a_subnet_within_the_margin_is_judged_on_the_ratio(setup,
     assert entry["dominated_by"] == (s.archs[3].id if wins else None)
     assert pairs.count((s.archs[3].id, "timm:lcnet_050@r44")) == 1
     if wins:
-        assert entry["latency_ratio"]["ratio"] == ratio and entry["dominated_by_ms"] == 2.58
-    without = versus_baselines(s.run, s.table, range(6), D, {3: {D: 2.58}}, {3: 92.7}, s.measure,
+        assert entry["latency_ratio"]["ratio"] == ratio and entry["dominated_by_ms"] == 2.65
+    without = versus_baselines(s.run, s.table, range(6), D, {3: {D: 2.65}}, {3: 92.7}, s.measure,
                                lambda rows: None, 0.02, tries=0)
-    assert without[0]["dominated_by"] is None  # 2.58 x 1.02 > 2.6
+    assert without[0]["dominated_by"] is None  # 2.65 x 1.02 > 2.6
 
 
 def test_verified_subnets_are_reused_before_anything_is_measured(setup):

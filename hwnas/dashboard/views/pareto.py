@@ -132,9 +132,9 @@ def _baselines(versus: pd.DataFrame, device: str) -> None:
     st.subheader("Against hand-designed baselines")
     beaten = int((versus["beaten_by"] != "none").sum())
     st.caption(f"Each baseline trained alone on this run's data (test top-1 on n images, latency measured on "
-               f"{md(device)}): the fastest subnet this search measured at most as slow and at least as "
-               f"accurate on the test split; its latency over the baseline's, timed together in one call, "
-               f"within the verification margin. Beaten: {beaten} of {len(versus)}.")
+               f"{md(device)}): the fastest subnet this search measured at least as accurate on the test "
+               f"split and, timed together with the baseline's network in one call, faster by the "
+               f"verification margin. Beaten: {beaten} of {len(versus)}.")
     table(versus.rename(columns={"ms": "latency measured ms", "top1": "test top-1 %", "n_test": "test images",
                                  "beaten_by": "beaten by", "its_top1": "its test top-1 %",
                                  "its_ms": "its latency ms", "gain": "gain (points)",
