@@ -25,7 +25,8 @@ from hwnas.fileio import atomic_path
 from hwnas.run import RunFiles
 
 __all__ = ["ACCURACY_TABLE", "accuracy_sample", "anchor_rows", "read_accuracy_table", "table_codes_top1",
-           "build_accuracy_table", "measured_accuracy", "evaluate_into_table", "table_columns", "frame_codes", "values_frame"]
+           "build_accuracy_table", "measured_accuracy", "evaluate_into_table", "table_columns", "frame_codes",
+           "values_frame"]
 
 ACCURACY_TABLE = RunFiles(Path("")).accuracy.name
 _BLOCK = 50  # archs per seeded block of the prefix-stable sample
@@ -138,8 +139,8 @@ def _gather(rows: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
 
 def anchor_rows(space, most: int = ANCHOR_RESOLUTIONS) -> np.ndarray:
     """The smallest and largest subnet at each resolution (`most` of them, evenly spread, the two
-    ends included). Sandwich training trains exactly these every step, so they can score above
-    what their neighbours predict; they are also the front's two ends, where a tight budget or the
+    ends included). Sandwich training trains these at every step's resolution, so they can score
+    above what their neighbours predict; they are also the front's two ends, where a tight budget or the
     hand-designed baselines are judged."""
     small, large = space.to_matrix([space.min_arch(), space.max_arch()])
     rs = sorted(space.column_choices()[0])

@@ -12,6 +12,7 @@ import pytest
 
 from hwnas.export import load, read_meta
 from hwnas.profiling.store import read_measurements
+from hwnas.search.versus import SESSION_SPREAD
 
 
 @pytest.mark.slow
@@ -40,7 +41,7 @@ def test_quickstart_pipeline_on_a_tiny_budget(tmp_path):
     margin = search["acceptance"]["latency"]["margin"]
     slowest_baseline = max((b["measured_ms"]["cpu-ort"] for b in search["baselines"]), default=0.0)
     others = front["verified"] & ~front["id"].isin(fits)
-    tried = others & (front["measured_ms"] * (1 + margin) <= slowest_baseline)
+    tried = others & (front["measured_ms"] <= slowest_baseline * (1 + SESSION_SPREAD))
     assert front.loc[others & ~tried, "measured_top1"].isna().all()
     assert search["acceptance"]["latency"]["margin"] > 0
     measured_ids = set(read_measurements(run, device="cpu-ort", kind="subnet")["key"])
@@ -48,9 +49,9 @@ def test_quickstart_pipeline_on_a_tiny_budget(tmp_path):
     # the shipped baselines, timed on the device beside the subnets, stand against the front
     assert search["baselines"] and all(b["measured_ms"]["cpu-ort"] > 0 and b["n_test"] == 10_000
                                        for b in search["baselines"])
-    for b in search["baselines"]:
+    for b in search["baselines"]:  # judged timed together with the baseline's network
         if b["dominated_by"]:
-            assert b["dominated_by_top1"] >= b["top1"] and b["dominated_by_ms"] <= b["measured_ms"]["cpu-ort"]
+            assert b["dominated_by_top1"] >= b["top1"] and b["latency_ratio"]["ratio"] * (1 + margin) <= 1
 
     bundle = run / "exports" / f"{search['best'][0]['id']}-cpu-ort"
     meta = read_meta(bundle)
