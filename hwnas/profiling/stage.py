@@ -215,12 +215,7 @@ def measure_paired(run: RunConfig, device: str, arch: GeneArch, reference: str, 
     comparison with a hand-designed network is judged on."""
     import torch
 
-    from hwnas.devices import get_device
-
-    dev = get_device(device, devices_file)
-    reason = dev.available()
-    if reason:
-        raise DeviceError(f"device '{device}' is not usable here: {reason}")
+    dev = check_devices([device], devices_file, [reference])[0]
     r = reference_spec(reference, max(run.space.r_choices))[1]
     with open_session(run, dev, protocol=protocol) as session:
         subnet = session.compile(arch.id, session.timing_subnet(arch), torch.zeros(1, 3, arch.r, arch.r))
